@@ -1,0 +1,63 @@
+# Entry points of the course. Every target sets itself up (tools/setup.sh) on a fresh clone.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BUILD := _build
+
+# tiktoken downloads the GPT-2 BPE files on first use; offline machines use the shared cache.
+ifneq ($(wildcard ../shared/tiktoken-cache/README.md),)
+export TIKTOKEN_CACHE_DIR ?= $(abspath ../shared/tiktoken-cache)
+endif
+# Tells the explorers to add their kernel-free HTML fallback (see attention_book.explorers).
+BOOK_ENV := ATTENTION_BOOK_STATIC=1 MPLBACKEND=Agg
+
+.PHONY: help setup book serve lab test test-fast bench release grade clean strip
+
+help:
+	@echo "make book     build the site into $(BUILD)/html (notebooks executed)"
+	@echo "make test     run the whole test suite (sets up venv, Chromium, MathJax copy)"
+	@echo "make serve    serve the built site on http://localhost:8000"
+	@echo "make lab      open JupyterLab on notebooks/"
+	@echo "make bench    measure build/notebook/explorer/training speed, tables in $(BUILD)/bench"
+	@echo "make release  student release (no solutions) in $(BUILD)/release"
+	@echo "make grade SUBMISSIONS=folder   grade submitted notebooks into $(BUILD)/grades"
+
+setup:
+	@tools/setup.sh
+
+book: setup
+	$(BOOK_ENV) $(VENV)/bin/jupyter-book build . --path-output . -W -n --keep-going
+	@echo "Built site: $(abspath $(BUILD))/html/index.html"
+
+serve:
+	@test -f $(BUILD)/html/index.html || $(MAKE) book
+	$(PY) -m http.server 8000 --directory $(BUILD)/html
+
+lab: setup
+	$(VENV)/bin/jupyter lab notebooks/
+
+test:
+	@tools/setup.sh --browser
+	$(PY) -m pytest -p no:cacheprovider -q -ra $(PYTEST_ARGS)
+
+# Unit tests only (no notebooks, no book, no browser): seconds.
+test-fast: setup
+	$(PY) -m pytest -p no:cacheprovider -q -m "not slow and not browser" $(PYTEST_ARGS)
+
+bench:
+	@tools/setup.sh --browser
+	$(PY) tools/bench.py $(BENCH_ARGS)
+
+release: setup
+	$(VENV)/bin/attention-book release --out $(BUILD)/release
+
+grade: setup
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=path/to/folder"; exit 2; }
+	$(VENV)/bin/attention-book grade "$(SUBMISSIONS)" --out $(BUILD)/grades
+
+# Remove outputs from the notebooks in place (they are stored without outputs).
+strip: setup
+	$(PY) tools/strip_outputs.py notebooks/*.ipynb
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,57 @@
+"""One look for every figure in the book: labelled heatmaps of embeddings and attention weights."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import matplotlib.pyplot as plt
+import torch
+
+
+def heatmap(
+    values,
+    row_labels: Optional[Sequence[str]] = None,
+    col_labels: Optional[Sequence[str]] = None,
+    title: str = "",
+    xlabel: str = "",
+    ylabel: str = "",
+    ax=None,
+    cmap: str = "viridis",
+    annotate: bool = True,
+    fmt: str = "{:.2f}",
+    vmin=None,
+    vmax=None,
+    colorbar: bool = True,
+):
+    """Draw a 2-D tensor as a labelled heatmap with the numbers written in each cell.
+
+    ``values`` may be a tensor (any device, with or without grad) or a nested list.
+    Returns the matplotlib ``Axes`` so callers can add to it.
+    """
+    data = torch.as_tensor(values).detach().cpu().float()
+    if data.ndim != 2:
+        raise ValueError(f"heatmap needs a 2-D tensor (rows, columns), got shape {tuple(data.shape)}")
+    rows, cols = data.shape
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(3.0, 0.7 * cols + 1.5), max(2.5, 0.55 * rows + 1.0)))
+    image = ax.imshow(data.numpy(), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    ax.set_xticks(range(cols))
+    ax.set_yticks(range(rows))
+    if col_labels is not None:
+        ax.set_xticklabels(list(col_labels), rotation=45, ha="right")
+    if row_labels is not None:
+        ax.set_yticklabels(list(row_labels))
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if annotate and rows * cols <= 400:
+        finite = data[torch.isfinite(data)]
+        middle = float(finite.min() + finite.max()) / 2 if finite.numel() else 0.0
+        for i in range(rows):
+            for j in range(cols):
+                value = float(data[i, j])
+                color = "white" if value < middle else "black"
+                ax.text(j, i, fmt.format(value), ha="center", va="center", color=color, fontsize=8)
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    return ax

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Creates .venv with everything needed to build the book and run the tests.
+# Idempotent: a second run only re-installs when requirements or pyproject changed.
+#   tools/setup.sh            python packages (venv, torch CPU wheel first, requirements-dev)
+#   tools/setup.sh --browser  also Chromium (Debian package) and a local MathJax copy for browser tests
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+# On a machine without a GPU, install the CPU build of torch first so that the
+# `torch>=2.2` range in requirements.txt is already satisfied (no multi-GB CUDA wheel).
+TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "[setup] creating virtual environment $VENV"
+  "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+fi
+
+stamp="$VENV/.attention-book-installed"
+inputs="requirements.txt requirements-dev.txt pyproject.toml"
+if [ ! -f "$stamp" ] || [ -n "$(find $inputs -newer "$stamp" 2>/dev/null)" ]; then
+  if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+    echo "[setup] installing $TORCH_SPEC"
+    "$VENV/bin/python" -m pip install -q "$TORCH_SPEC"
+  fi
+  echo "[setup] installing requirements-dev.txt"
+  "$VENV/bin/python" -m pip install -q -r requirements-dev.txt
+  "$VENV/bin/python" -m ipykernel install --sys-prefix --name python3 >/dev/null
+  touch "$stamp"
+fi
+
+if [ "${1:-}" = "--browser" ]; then
+  chromium_bin=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
+  if [ -z "$chromium_bin" ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      echo "[setup] installing Debian chromium"
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    else
+      echo "[setup] Chromium is needed for the browser tests: install it (e.g. 'sudo apt-get install chromium') or set CHROMIUM=/path/to/chrome" >&2
+      exit 1
+    fi
+  fi
+  # The built site loads MathJax from a CDN; the browser tests serve this local copy instead.
+  if [ ! -f .cache/npm/node_modules/mathjax/es5/tex-mml-chtml.js ]; then
+    echo "[setup] installing a local MathJax 3 copy (npm) for the browser tests"
+    mkdir -p .cache/npm
+    npm install --silent --no-audit --no-fund --prefix .cache/npm mathjax@3 >/dev/null
+  fi
+fi
