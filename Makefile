@@ -9,7 +9,7 @@ ifneq ($(wildcard ../shared/tiktoken-cache/README.md),)
 export TIKTOKEN_CACHE_DIR ?= $(abspath ../shared/tiktoken-cache)
 endif
 # Tells the explorers to add their kernel-free HTML fallback (see attention_book.explorers).
-BOOK_ENV := ATTENTION_BOOK_STATIC=1 MPLBACKEND=Agg
+BOOK_ENV := ATTENTION_BOOK_STATIC=1
 
 .PHONY: help setup book serve lab test test-fast bench release grade clean strip
 

@@ -45,12 +45,12 @@ def heatmap(
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if annotate and rows * cols <= 400:
-        finite = data[torch.isfinite(data)]
-        middle = float(finite.min() + finite.max()) / 2 if finite.numel() else 0.0
         for i in range(rows):
             for j in range(cols):
                 value = float(data[i, j])
-                color = "white" if value < middle else "black"
+                # dark text on light cells, light text on dark cells (perceived luminance)
+                red, green, blue, _ = image.cmap(image.norm(value))
+                color = "white" if 0.299 * red + 0.587 * green + 0.114 * blue < 0.5 else "black"
                 ax.text(j, i, fmt.format(value), ha="center", va="center", color=color, fontsize=8)
     if colorbar:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)

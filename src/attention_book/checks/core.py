@@ -140,6 +140,8 @@ def run_tests(exercise: str, title: str, tests: List[Test]) -> Verdict:
             verdict.failed.append((name, str(err) or "a check failed"))
         except Exception as err:  # the reader's code crashed: explain, do not re-raise
             verdict.failed.append((name, _describe(err)))
+        else:
+            verdict.passed.append(name)
     HISTORY[exercise] = verdict
     return verdict
 

@@ -1,0 +1,104 @@
+"""Headless Chromium against the built static site, with no outside network.
+
+* The site is served from a local ``http.server`` on 127.0.0.1.
+* MathJax, which the pages load from a CDN, is served from a local npm copy.
+* Every other request to a host that is not 127.0.0.1/localhost is blocked and recorded in
+  ``page.external_requests``; console errors and uncaught page errors go to ``page.console_errors``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import os
+import shutil
+import threading
+from pathlib import Path
+from typing import Iterator, Optional
+from urllib.parse import urlparse
+
+ROOT = Path(__file__).resolve().parents[1]
+MATHJAX_DIR = ROOT / ".cache" / "npm" / "node_modules" / "mathjax"
+MATHJAX_PREFIXES = ("https://cdn.jsdelivr.net/npm/mathjax@3/",)
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+CONTENT_TYPES = {".js": "application/javascript", ".woff": "font/woff", ".woff2": "font/woff2",
+                 ".json": "application/json", ".css": "text/css"}
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # keep test output readable
+        pass
+
+
+@contextlib.contextmanager
+def serve(directory: Path) -> Iterator[str]:
+    handler = functools.partial(_QuietHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def find_chromium() -> Optional[str]:
+    for candidate in (os.environ.get("CHROMIUM"), shutil.which("chromium"), shutil.which("chromium-browser"),
+                      "/usr/bin/chromium"):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    return None
+
+
+def launch(playwright, executable: str):
+    return playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+
+
+def _is_local(url: str) -> bool:
+    host = urlparse(url).hostname or ""
+    return url.startswith(("data:", "blob:", "about:")) or host in ("127.0.0.1", "localhost", "::1")
+
+
+def open_recorded_page(browser, url: str, mathjax_dir: Path, wait_for_math: bool = True):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.console_errors = []
+    page.external_requests = []
+
+    def route(route_obj):
+        request_url = route_obj.request.url
+        if _is_local(request_url):
+            return route_obj.continue_()
+        for prefix in MATHJAX_PREFIXES:
+            if request_url.startswith(prefix):
+                local = mathjax_dir / request_url[len(prefix):].split("?")[0]
+                if local.is_file():
+                    return route_obj.fulfill(
+                        path=str(local),
+                        headers={"Content-Type": CONTENT_TYPES.get(local.suffix, "application/octet-stream")},
+                    )
+        page.external_requests.append(request_url)
+        return route_obj.abort()
+
+    context.route("**/*", route)
+    page.on("console", lambda msg: page.console_errors.append(f"console.{msg.type}: {msg.text}")
+            if msg.type == "error" else None)
+    page.on("pageerror", lambda error: page.console_errors.append(f"pageerror: {error}"))
+    page.goto(url, wait_until="load")
+    if wait_for_math:
+        # MathJax 3 typesets after load; wait until it has finished (or is absent on this page).
+        page.evaluate(
+            "() => (window.MathJax && MathJax.startup && MathJax.startup.promise) "
+            "? MathJax.startup.promise : null"
+        )
+    return page

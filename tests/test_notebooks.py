@@ -1,0 +1,30 @@
+"""Every notebook of the book runs top to bottom in a fresh kernel and prints the same twice."""
+
+from __future__ import annotations
+
+import difflib
+import json
+
+import pytest
+
+from helpers import BUILD, ROOT, book_notebooks, execute_notebook, printed_text
+
+NOTEBOOKS = book_notebooks()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs_and_is_deterministic(path):
+    first, first_seconds = execute_notebook(path)
+    second, second_seconds = execute_notebook(path)
+    first_text, second_text = printed_text(first), printed_text(second)
+    assert first_text.strip(), f"{path.name} printed nothing: the comparison would be meaningless"
+    diff = "\n".join(difflib.unified_diff(first_text.splitlines(), second_text.splitlines(),
+                                          "first run", "second run", lineterm=""))
+    assert first_text == second_text, f"{path.name} printed different numbers on a second run:\n{diff}"
+    # Execution times go to a file for `make bench`; they are measured, never asserted.
+    times = BUILD / "bench" / "notebook-times.json"
+    times.parent.mkdir(parents=True, exist_ok=True)
+    record = json.loads(times.read_text()) if times.is_file() else {}
+    record[str(path.relative_to(ROOT))] = round(min(first_seconds, second_seconds), 2)
+    times.write_text(json.dumps(record, indent=1, sort_keys=True))

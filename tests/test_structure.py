@@ -1,0 +1,92 @@
+"""Every chapter follows the course conventions (CONTRIBUTING.md); notebooks are stored clean."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from helpers import ROOT, chapter_notebooks, repository_url, toc_files
+
+CHAPTERS = chapter_notebooks()
+IDS = [p.stem for p in CHAPTERS]
+
+
+def cells(path):
+    return nbformat.read(str(path), as_version=4).cells
+
+
+def test_toc_lists_existing_files_in_chapter_order():
+    names = toc_files()
+    for name in names:
+        assert (ROOT / f"{name}.ipynb").is_file() or (ROOT / f"{name}.md").is_file(), f"_toc.yml names missing {name}"
+    chapter_names = [n for n in names if n.startswith("notebooks/")]
+    assert chapter_names == sorted(chapter_names), "chapters must appear in _toc.yml in numbered order"
+    numbers = [int(n.split("/")[1][:2]) for n in chapter_names]
+    assert numbers == list(range(1, len(numbers) + 1)), f"chapter numbers must be 1..N without gaps: {numbers}"
+
+
+def test_every_notebook_in_notebooks_folder_is_in_the_toc():
+    listed = {f"{n}.ipynb" for n in toc_files()}
+    for path in (ROOT / "notebooks").glob("*.ipynb"):
+        assert f"notebooks/{path.name}" in listed, f"{path.name} is not in _toc.yml"
+
+
+def test_notebooks_are_stored_without_outputs_and_normalised():
+    paths = [str(p) for p in (ROOT / "notebooks").glob("*.ipynb")] + [str(p) for p in (ROOT / "book").glob("*.ipynb")]
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "strip_outputs.py"), "--check", *paths],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=IDS)
+def test_setup_cell_installs_from_the_configured_repository(path):
+    first = cells(path)[0]
+    assert first.cell_type == "code", "the first cell must be the setup cell"
+    match = re.search(r'REPO_URL\s*=\s*"([^"]+)"', first.source)
+    assert match, "the setup cell must set REPO_URL"
+    assert match.group(1) == repository_url(), (
+        f"setup cell installs from {match.group(1)} but _config.yml names {repository_url()}"
+    )
+    assert 'f"git+{REPO_URL}"' in first.source
+    assert "get_device(verbose=True)" in first.source, "the setup cell must pick and print the device"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=IDS)
+def test_chapter_has_goals_exercises_and_summary(path):
+    markdown = "\n".join(c.source for c in cells(path) if c.cell_type == "markdown")
+    number = int(path.stem[:2])
+    assert re.search(rf"^# Chapter {number}: ", markdown, re.M), f"title '# Chapter {number}: ...' missing"
+    assert "By the end of this chapter you can" in markdown, "learning goals missing"
+    assert re.search(r"^## Exercises", markdown, re.M)
+    assert re.search(r"^## Summary", markdown, re.M)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=IDS)
+def test_exercises_follow_the_markup(path):
+    chapter = f"{int(path.stem[:2]):02d}"
+    all_cells = cells(path)
+    labels = re.findall(r"```\{exercise\}[^\n]*\n:label: (ex-[\w-]+)", "\n".join(c.source for c in all_cells))
+    assert len(labels) >= 3, f"at least three exercises, found {labels}"
+    assert all(label.startswith(f"ex-{chapter}-") for label in labels), labels
+    assert len(set(labels)) == len(labels), f"duplicate exercise labels {labels}"
+    coding = []
+    for index, cell in enumerate(all_cells):
+        tags = cell.metadata.get("tags", [])
+        if cell.cell_type == "code" and "# BEGIN SOLUTION" in cell.source:
+            assert "solution" in tags, f"cell {index}: solution code must carry the 'solution' tag"
+            assert cell.source.count("# BEGIN SOLUTION") == cell.source.count("# END SOLUTION")
+            coding.append(index)
+        if cell.cell_type == "markdown" and re.search(r"\{solution(-start|-end)?\}", cell.source):
+            assert "solution" in tags, f"cell {index}: solution markdown must carry the 'solution' tag"
+            if "{solution}" in cell.source or "{solution-start}" in cell.source:
+                assert ":class: dropdown" in cell.source, f"cell {index}: solutions are hidden in a dropdown"
+    assert len(coding) >= 2, "at least two coding exercises"
+    for index in coding:
+        later = [c for c in all_cells[index + 1:] if c.cell_type == "code"]
+        assert later and re.search(rf"ch{chapter}\.\w+\(", later[0].source), (
+            f"cell {index}: a coding exercise is followed by its self-check call (ch{chapter}.<check>(...))"
+        )
