@@ -11,11 +11,27 @@ from .core import Hint, close, register
 def one_hot_embedding(embed_by_matrix_product):
     generator = torch.Generator().manual_seed(0)
     weight = torch.randn(11, 4, generator=generator)
-    token_ids = torch.tensor([3, 0, 10, 3])
-    expected = weight[token_ids]  # (4, 4): what nn.Embedding returns
+    token_ids = torch.tensor([3, 0, 10])
+    expected = weight[token_ids]  # (3, 4): what nn.Embedding returns
+
+    def call(ids, weight_matrix):
+        try:
+            return embed_by_matrix_product(ids, weight_matrix)
+        except RuntimeError as error:
+            if "cannot be multiplied" in str(error):
+                raise Hint(
+                    f"shapes do not fit for the product ({error}); one-hot rows need "
+                    "num_classes=weight.shape[0] (the vocabulary size), not the largest id + 1"
+                ) from None
+            if "same dtype" in str(error):
+                raise Hint(
+                    "the one-hot rows and the weight have different dtypes: convert the one-hot "
+                    "rows with .to(weight.dtype) (one_hot returns integers)"
+                ) from None
+            raise
 
     def matches_lookup():
-        result = embed_by_matrix_product(token_ids, weight)
+        result = call(token_ids, weight)
         if not isinstance(result, torch.Tensor):
             raise Hint(f"return a tensor, got {type(result).__name__}")
         if result.shape == (weight.shape[1], token_ids.shape[0]) and result.shape != expected.shape:
@@ -32,7 +48,7 @@ def one_hot_embedding(embed_by_matrix_product):
     def unused_ids_do_not_matter():
         # The largest id is smaller than vocab_size: num_classes must not be inferred from the ids.
         small_ids = torch.tensor([0, 1])
-        result = embed_by_matrix_product(small_ids, weight)
+        result = call(small_ids, weight)
         if result.shape != (2, weight.shape[1]):
             raise Hint(
                 "with ids [0, 1] the result must still be (2, C): pass "
@@ -43,7 +59,7 @@ def one_hot_embedding(embed_by_matrix_product):
 
     def keeps_weight_dtype():
         weight64 = weight.double()
-        result = embed_by_matrix_product(token_ids, weight64)
+        result = call(token_ids, weight64)
         if result.dtype != torch.float64:
             raise Hint(
                 f"with a float64 weight the result is {result.dtype}: convert the one-hot rows "
@@ -93,7 +109,10 @@ def positions(add_positions):
 
     def other_length():
         short = token_embeddings[:, :2]
-        result = add_positions(short, position_embedding)
+        try:
+            result = add_positions(short, position_embedding)
+        except RuntimeError as error:
+            raise Hint(f"a 2-token input failed ({error}): read T from the input shape") from None
         if not close(result, short + position_embedding.weight[:2]):
             raise Hint("for a sequence of 2 tokens use positions 0 and 1: read T from the input shape")
 

@@ -137,7 +137,8 @@ def run_tests(exercise: str, title: str, tests: List[Test]) -> Verdict:
         except Hint as hint:
             verdict.failed.append((name, str(hint)))
         except AssertionError as err:
-            verdict.failed.append((name, str(err) or "a check failed"))
+            # first line only: pytest's assertion rewriting appends an explanation below it
+            verdict.failed.append((name, (str(err) or "a check failed").splitlines()[0]))
         except Exception as err:  # the reader's code crashed: explain, do not re-raise
             verdict.failed.append((name, _describe(err)))
         else:

@@ -1,0 +1,111 @@
+"""`make bench`: measure speed and write markdown tables under _build/bench/.
+
+    python tools/bench.py                 # everything
+    python tools/bench.py build notebooks # only some parts
+
+Parts:
+  build      cold book build (execute + HTML, new output folder) and the cached rebuild
+  notebooks  each chapter's execution time in a fresh kernel
+  explorers  tools/bench_explorers.py  (latency in Chromium, bytes per page)
+  training   tools/bench_training.py   (chapter 8: steps and time to 100% accuracy)
+  instructor tools/bench_instructor.py (release time, grading throughput)
+  scale      tools/bench_scale.py      (chapter 9 sweep), when present
+
+Numbers are measured, never asserted: targets are listed next to them.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "_build" / "bench"
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def machine() -> str:
+    import torch
+
+    return (f"{platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"torch {torch.__version__}")
+
+
+def write(name: str, title: str, header: list, rows: list, notes: str = "") -> str:
+    lines = [f"# {title}", "", f"Machine: {machine()}", ""]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "---|" * len(header))
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    if notes:
+        lines += ["", notes]
+    text = "\n".join(lines) + "\n"
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"{name}.md").write_text(text)
+    print(text)
+    return text
+
+
+def bench_build() -> None:
+    jupyter_book = str(Path(sys.executable).parent / "jupyter-book")
+    env = dict(os.environ, ATTENTION_BOOK_STATIC="1")
+    rows = []
+    with tempfile.TemporaryDirectory() as output:
+        for label, target in (("cold build (execute + HTML)", "< 180 s"), ("cached rebuild", "< 30 s")):
+            start = time.perf_counter()
+            result = subprocess.run([jupyter_book, "build", str(ROOT), "--path-output", output],
+                                    cwd=ROOT, env=env, capture_output=True, text=True)
+            seconds = time.perf_counter() - start
+            status = "ok" if result.returncode == 0 else f"failed (exit {result.returncode})"
+            rows.append([label, f"{seconds:.1f}", target, status])
+    write("build", "Book build", ["what", "seconds", "target", "status"], rows)
+
+
+def bench_notebooks() -> None:
+    from helpers import book_notebooks, execute_notebook
+
+    rows = []
+    for path in book_notebooks():
+        _, seconds = execute_notebook(path)
+        rows.append([path.relative_to(ROOT), f"{seconds:.1f}", "< 30 s", "ok" if seconds < 30 else "OVER"])
+    write("notebooks", "Notebook execution (fresh kernel, top to bottom)", ["notebook", "seconds", "target", ""], rows)
+
+
+def run_script(name: str) -> None:
+    script = ROOT / "tools" / f"bench_{name}.py"
+    if not script.is_file():
+        print(f"(no {script.name}: skipped)")
+        return
+    subprocess.run([sys.executable, str(script)], cwd=ROOT, check=True)
+
+
+PARTS = {
+    "build": bench_build,
+    "notebooks": bench_notebooks,
+    "explorers": lambda: run_script("explorers"),
+    "training": lambda: run_script("training"),
+    "instructor": lambda: run_script("instructor"),
+    "scale": lambda: run_script("scale"),
+}
+
+
+def main(argv: list) -> int:
+    chosen = argv or list(PARTS)
+    unknown = [part for part in chosen if part not in PARTS]
+    if unknown:
+        print(f"unknown part(s) {unknown}; choose from {list(PARTS)}", file=sys.stderr)
+        return 2
+    for part in chosen:
+        print(f"== {part} ==", flush=True)
+        PARTS[part]()
+    print(f"Tables written to {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
