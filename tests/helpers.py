@@ -84,10 +84,13 @@ def printed_text(notebook) -> str:
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type != "code":
             continue
+        # A cell's stdout may arrive in differently split chunks from run to run: join it first.
+        stdout = "".join(o.text for o in cell.get("outputs", [])
+                         if o.output_type == "stream" and o.name == "stdout")
+        if stdout:
+            chunks.append(f"[{index}] {stdout}")
         for output in cell.get("outputs", []):
-            if output.output_type == "stream" and output.name == "stdout":
-                chunks.append(f"[{index}] {output.text}")
-            elif output.output_type in ("execute_result", "display_data"):
+            if output.output_type in ("execute_result", "display_data"):
                 data = output.get("data", {})
                 if "text/plain" in data and not ({"image/png", "application/vnd.jupyter.widget-view+json"} & set(data)):
                     chunks.append(f"[{index}] {data['text/plain']}")

@@ -1,0 +1,181 @@
+"""Chapters 2 and 3: attention scores, softmax and the ``1/sqrt(d_k)`` scale.
+
+The finished versions of the code the two chapters build step by step:
+
+* :func:`attention_scores` - every query against every key, ``queries @ keys^T`` (chapter 2)
+* :func:`sum_normalize` - dividing by the sum, the normalisation that breaks on negative scores
+* :func:`naive_softmax` - ``exp / sum(exp)`` as written on paper; overflows for large scores
+* :func:`stable_softmax` - the same function computed safely, with an optional temperature
+* :func:`scaled_attention_weights` - ``softmax(queries @ keys^T / sqrt(d_k))`` (chapter 3)
+* :func:`attention_entropy` - how spread out each row of attention weights is
+
+Everything follows the row-vector convention of the course: one token per row, so ``queries`` is
+``(T_q, d_k)`` (or ``(..., T_q, d_k)`` with batch dimensions in front) and ``keys`` is
+``(T_k, d_k)``. The result of a score function has one row per query and one column per key.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = [
+    "attention_scores",
+    "sum_normalize",
+    "naive_softmax",
+    "stable_softmax",
+    "scaled_attention_weights",
+    "attention_entropy",
+]
+
+
+def _require_tensor(value, name: str) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(
+            f"{name} must be a torch.Tensor, got {type(value).__name__}; "
+            f"wrap it with torch.tensor(...) first"
+        )
+    if not value.is_floating_point():
+        raise TypeError(
+            f"{name} must hold floating-point numbers, got dtype {value.dtype}; "
+            f"convert it with {name}.float()"
+        )
+    return value
+
+
+def _check_dim(scores: torch.Tensor, dim: int) -> int:
+    if scores.ndim == 0:
+        raise ValueError("scores is a single number (0-d tensor); pass at least a 1-D row of scores")
+    if not -scores.ndim <= dim < scores.ndim:
+        raise ValueError(
+            f"dim={dim} is out of range for scores of shape {tuple(scores.shape)}; "
+            f"use dim=-1 to normalise each row (one row per query)"
+        )
+    return dim
+
+
+def attention_scores(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """Unnormalised attention scores ``omega``: the dot product of every query with every key.
+
+    Args:
+        queries: ``(T_q, d_k)`` - one query per row, or ``(d_k,)`` for a single query, or
+            ``(..., T_q, d_k)`` with batch dimensions in front.
+        keys: ``(T_k, d_k)`` or ``(..., T_k, d_k)``.
+
+    Returns:
+        ``(T_q, T_k)`` (or ``(T_k,)`` for a single query, ``(..., T_q, T_k)`` for batches) with
+        ``omega[i, j] = queries[i] . keys[j]``: row ``i`` says how well query ``i`` matches each key.
+
+    Raises:
+        TypeError: an argument is not a floating-point tensor.
+        ValueError: the queries and keys do not have the same last dimension ``d_k``.
+    """
+    _require_tensor(queries, "queries")
+    _require_tensor(keys, "keys")
+    if keys.ndim < 2:
+        raise ValueError(
+            f"keys must have one key per row, shape (T_k, d_k); got shape {tuple(keys.shape)}. "
+            f"For a single key use keys.unsqueeze(0)"
+        )
+    if queries.ndim < 1 or queries.shape[-1] != keys.shape[-1]:
+        raise ValueError(
+            f"a query and a key must have the same length d_k to take their dot product, but "
+            f"queries have shape {tuple(queries.shape)} (d_k={queries.shape[-1] if queries.ndim else None}) "
+            f"and keys have shape {tuple(keys.shape)} (d_k={keys.shape[-1]}); project both with "
+            f"weights of the same output width, e.g. W_query and W_key both (d_in, d_k)"
+        )
+    # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k); a 1-D query gives (T_k,)
+    return queries @ keys.transpose(-2, -1)
+
+
+def sum_normalize(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Divide the scores by their sum along ``dim``.
+
+    Only meaningful when every score is positive: a negative score becomes a negative "weight",
+    and a sum near zero blows the weights up. Chapter 3 shows this and replaces it by softmax.
+    """
+    _require_tensor(scores, "scores")
+    dim = _check_dim(scores, dim)
+    return scores / scores.sum(dim=dim, keepdim=True)
+
+
+def naive_softmax(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Softmax exactly as written on paper: ``exp(s) / sum(exp(s))`` along ``dim``.
+
+    Correct for small scores, but ``exp`` overflows to ``inf`` in float32 once a score exceeds
+    about 88.7, and ``inf / inf`` is ``nan``. Use :func:`stable_softmax` in real code.
+    """
+    _require_tensor(scores, "scores")
+    dim = _check_dim(scores, dim)
+    exponentials = torch.exp(scores)
+    return exponentials / exponentials.sum(dim=dim, keepdim=True)
+
+
+def stable_softmax(scores: torch.Tensor, dim: int = -1, temperature: float = 1.0) -> torch.Tensor:
+    """Numerically stable softmax of ``scores / temperature`` along ``dim``.
+
+    Subtracting each row's maximum before ``exp`` changes nothing mathematically (softmax ignores
+    a constant added to every score) but keeps every exponent ``<= 0``, so nothing overflows.
+
+    Args:
+        scores: any floating-point tensor; ``-inf`` entries get weight 0 (masking, chapter 7).
+        dim: the dimension that sums to 1; ``-1`` (default) normalises each row.
+        temperature: ``> 0``. Below 1 sharpens the weights towards the largest score, above 1
+            flattens them towards uniform. Dividing by ``sqrt(d_k)`` is a temperature of ``sqrt(d_k)``.
+
+    Returns:
+        A tensor of the same shape whose slices along ``dim`` are non-negative and sum to 1.
+        A slice whose scores are all ``-inf`` has nothing to normalise and comes out as ``nan``,
+        as with :func:`torch.softmax`.
+
+    Raises:
+        TypeError: ``scores`` is not a floating-point tensor.
+        ValueError: ``temperature <= 0`` or ``dim`` out of range.
+    """
+    _require_tensor(scores, "scores")
+    dim = _check_dim(scores, dim)
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise TypeError(f"temperature must be a positive number, got {type(temperature).__name__}")
+    if not temperature > 0 or math.isinf(temperature):
+        raise ValueError(
+            f"temperature must be a finite number > 0, got {temperature}; use a small value such "
+            f"as 0.1 for nearly one-hot weights and a large one such as 10 for nearly uniform weights"
+        )
+    scaled = scores / temperature
+    row_max = scaled.amax(dim=dim, keepdim=True)
+    # An all -inf slice has max -inf; shifting by 0 there avoids (-inf) - (-inf) = nan in the exponent.
+    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max)).detach()
+    exponentials = torch.exp(scaled - row_max)  # every exponent <= 0: values in [0, 1]
+    return exponentials / exponentials.sum(dim=dim, keepdim=True)
+
+
+def scaled_attention_weights(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """Attention weights of scaled dot-product attention: ``softmax(Q K^T / sqrt(d_k))`` by rows.
+
+    ``d_k`` is read from ``keys.shape[-1]``, so the function works for any projection width.
+
+    Args:
+        queries: ``(T_q, d_k)``, ``(d_k,)`` or ``(..., T_q, d_k)``.
+        keys: ``(T_k, d_k)`` or ``(..., T_k, d_k)``.
+
+    Returns:
+        ``(T_q, T_k)`` weights (``(T_k,)`` for a single query); every row is non-negative and sums to 1.
+    """
+    scores = attention_scores(queries, keys)  # (..., T_q, T_k); checks the shapes
+    d_k = keys.shape[-1]
+    return stable_softmax(scores / math.sqrt(d_k), dim=-1)
+
+
+def attention_entropy(weights: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Entropy (in nats) of each distribution of attention weights along ``dim``.
+
+    ``0`` means all weight on one key (saturated); ``log(T_k)`` means uniform weights.
+    Zero weights contribute nothing (``0 * log 0`` is taken as 0).
+    """
+    _require_tensor(weights, "weights")
+    dim = _check_dim(weights, dim)
+    if (weights < 0).any():
+        raise ValueError("attention weights must be non-negative; pass the output of a softmax")
+    terms = torch.where(weights > 0, weights * torch.log(weights), torch.zeros_like(weights))
+    return -terms.sum(dim=dim)

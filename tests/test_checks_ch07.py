@@ -1,0 +1,255 @@
+"""Chapter 7 self-checks: right answers pass, typical wrong answers get their specific hint."""
+
+import pytest
+import torch
+
+from attention_book.checks import ch07
+
+NEG_INF = float("-inf")
+
+
+# ---------------------------------------------------------------- ex-07-causal-softmax
+def correct_causal(scores):
+    T = scores.shape[-1]
+    hide = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    return torch.softmax(scores.masked_fill(hide, NEG_INF), dim=-1)
+
+
+def correct_causal_renormalise(scores):
+    T = scores.shape[-1]
+    kept = torch.softmax(scores, dim=-1) * torch.tril(torch.ones(T, T))
+    return kept / kept.sum(dim=-1, keepdim=True)
+
+
+def diagonal_hidden(scores):  # torch.triu(..., diagonal=0): hides the token itself
+    T = scores.shape[-1]
+    hide = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=0)
+    return torch.softmax(scores.masked_fill(hide, NEG_INF), dim=-1)
+
+
+def after_softmax_no_renorm(scores):
+    T = scores.shape[-1]
+    return torch.softmax(scores, dim=-1) * torch.tril(torch.ones(T, T))
+
+
+def wrong_triangle_lower(scores):  # hides the past instead of the future
+    T = scores.shape[-1]
+    hide = torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1)
+    return torch.softmax(scores.masked_fill(hide, NEG_INF), dim=-1)
+
+
+def wrong_triangle_tril_as_hide(scores):  # uses the "keep" mask as the "hide" mask
+    T = scores.shape[-1]
+    hide = torch.tril(torch.ones(T, T)).bool()
+    return torch.softmax(scores.masked_fill(hide, NEG_INF), dim=-1)
+
+
+def no_mask(scores):
+    return torch.softmax(scores, dim=-1)
+
+
+def wrong_dim(scores):
+    T = scores.shape[-1]
+    hide = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    return torch.softmax(scores.masked_fill(hide, NEG_INF), dim=-2)
+
+
+def scales_again(scores):
+    return correct_causal(scores / scores.shape[-1] ** 0.5)
+
+
+def mask_from_first_dim(scores):  # T taken from shape[0]: breaks on batches
+    T = scores.shape[0]
+    hide = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    return torch.softmax(scores.masked_fill(hide, NEG_INF), dim=-1)
+
+
+def in_place(scores):
+    T = scores.shape[-1]
+    scores.masked_fill_(torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1), NEG_INF)
+    return torch.softmax(scores, dim=-1)
+
+
+def not_implemented(scores):
+    raise NotImplementedError("ex-07-causal-softmax: ...")
+
+
+@pytest.mark.parametrize("answer", [correct_causal, correct_causal_renormalise])
+def test_causal_softmax_correct_answers_pass(answer):
+    verdict = ch07.causal_softmax(answer)
+    assert verdict.ok, verdict.summary()
+    assert verdict.score == 1.0
+
+
+def hints(verdict):
+    return " | ".join(hint for _, hint in verdict.failed)
+
+
+@pytest.mark.parametrize(
+    "answer, expected",
+    [
+        (diagonal_hidden, "the mask hides the diagonal"),
+        (after_softmax_no_renorm, "masked after the softmax without renormalising"),
+        (wrong_triangle_lower, "wrong triangle"),
+        (wrong_triangle_tril_as_hide, "wrong triangle"),
+        (no_mask, "tokens can still see the future"),
+        (wrong_dim, "take the softmax over the keys, dim=-1"),
+        (scales_again, "already scaled"),
+        (mask_from_first_dim, "use scores.shape[-1] for T"),
+        (in_place, "in place"),
+    ],
+)
+def test_causal_softmax_wrong_answers_get_specific_hints(answer, expected):
+    verdict = ch07.causal_softmax(answer)
+    assert not verdict.ok
+    assert 0.0 <= verdict.score < 1.0
+    assert expected in hints(verdict), hints(verdict)
+
+
+def test_causal_softmax_diagonal_hidden_mentions_nan_row():
+    verdict = ch07.causal_softmax(diagonal_hidden)
+    assert "row 0 came out as NaN" in hints(verdict)
+
+
+def test_causal_softmax_wrong_triangle_is_not_called_a_diagonal_problem():
+    verdict = ch07.causal_softmax(wrong_triangle_tril_as_hide)
+    assert "the mask hides the diagonal" not in hints(verdict)
+
+
+def test_causal_softmax_not_implemented():
+    verdict = ch07.causal_softmax(not_implemented)
+    assert verdict.not_implemented
+    assert verdict.score == 0.0
+    assert "not implemented yet" in verdict.summary()
+
+
+def test_causal_softmax_crash_is_reported_not_raised():
+    verdict = ch07.causal_softmax(lambda scores: scores @ torch.ones(2, 2))
+    assert not verdict.ok
+    assert "your code raised RuntimeError" in hints(verdict)
+
+
+def test_causal_softmax_non_tensor_return():
+    verdict = ch07.causal_softmax(lambda scores: None)
+    assert "did you forget `return`" in hints(verdict)
+
+
+# ---------------------------------------------------------------- ex-07-decoder-mask
+def correct_decoder(pad):
+    T = pad.shape[-1]
+    return torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1) | pad[:, None, :]
+
+
+def correct_decoder_via_tril(pad):
+    T = pad.shape[-1]
+    visible = torch.tril(torch.ones(T, T)).bool() & ~pad.unsqueeze(1)
+    return ~visible
+
+
+def decoder_and(pad):
+    T = pad.shape[-1]
+    return torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1) & pad[:, None, :]
+
+
+def decoder_query_axis(pad):
+    T = pad.shape[-1]
+    return torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1) | pad[:, :, None]
+
+
+def decoder_inverted(pad):
+    return ~correct_decoder(pad)
+
+
+def decoder_diagonal_hidden(pad):
+    T = pad.shape[-1]
+    return torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=0) | pad[:, None, :]
+
+
+def decoder_wrong_triangle(pad):
+    T = pad.shape[-1]
+    return torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1) | pad[:, None, :]
+
+
+def decoder_tril_as_hide(pad):
+    T = pad.shape[-1]
+    return torch.tril(torch.ones(T, T)).bool() | pad[:, None, :]
+
+
+def decoder_no_causal(pad):
+    return pad[:, None, :].expand(-1, pad.shape[-1], -1)
+
+
+def decoder_no_padding(pad):
+    T = pad.shape[-1]
+    return torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+
+
+def decoder_float(pad):
+    return correct_decoder(pad).float()
+
+
+def decoder_fixed_size(pad):
+    return torch.triu(torch.ones(5, 5, dtype=torch.bool), diagonal=1) | torch.tensor(
+        [[0, 0, 0, 0, 0], [0, 0, 0, 1, 1], [0, 0, 1, 1, 1]], dtype=torch.bool)[:, None, :]
+
+
+def decoder_in_place(pad):
+    result = correct_decoder(pad)
+    pad.fill_(False)
+    return result
+
+
+def decoder_not_implemented(pad):
+    raise NotImplementedError("ex-07-decoder-mask: ...")
+
+
+@pytest.mark.parametrize("answer", [correct_decoder, correct_decoder_via_tril])
+def test_decoder_mask_correct_answers_pass(answer):
+    verdict = ch07.decoder_mask(answer)
+    assert verdict.ok, verdict.summary()
+    assert verdict.score == 1.0
+
+
+@pytest.mark.parametrize(
+    "answer, expected",
+    [
+        (decoder_and, "use | (or)"),
+        (decoder_query_axis, "you hid the padded query rows instead of the padded key columns"),
+        (decoder_inverted, "you returned the visible entries"),
+        (decoder_diagonal_hidden, "the diagonal is hidden"),
+        (decoder_wrong_triangle, "wrong triangle: you hid the past"),
+        (decoder_tril_as_hide, "wrong triangle: torch.tril(torch.ones(T, T)) marks the entries"),
+        (decoder_no_causal, "the causal part is missing"),
+        (decoder_no_padding, "expected a mask of shape (3, 5, 5), got (5, 5) (one (T, T) mask"),
+        (decoder_float, "return a boolean tensor"),
+        (decoder_fixed_size, "take B and T from key_padding_mask.shape"),
+        (decoder_in_place, "changed key_padding_mask in place"),
+    ],
+)
+def test_decoder_mask_wrong_answers_get_specific_hints(answer, expected):
+    verdict = ch07.decoder_mask(answer)
+    assert not verdict.ok
+    assert 0.0 <= verdict.score < 1.0
+    assert expected in hints(verdict), hints(verdict)
+
+
+def test_decoder_mask_padding_part_missing_when_batched():
+    def causal_only_batched(pad):
+        T = pad.shape[-1]
+        return torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1).expand(pad.shape[0], T, T)
+
+    verdict = ch07.decoder_mask(causal_only_batched)
+    assert "the padding part is missing" in hints(verdict)
+
+
+def test_decoder_mask_not_implemented():
+    verdict = ch07.decoder_mask(decoder_not_implemented)
+    assert verdict.not_implemented
+    assert "not implemented yet" in str(verdict)
+
+
+def test_checks_are_registered():
+    from attention_book.checks import REGISTRY
+
+    assert REGISTRY["ex-07-causal-softmax"] is ch07.causal_softmax
+    assert REGISTRY["ex-07-decoder-mask"] is ch07.decoder_mask

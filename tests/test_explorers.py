@@ -1,0 +1,349 @@
+"""Kernel-side tests of the explorers: input checks, traits, two-way sync, the static fallback.
+
+The browser side (the JavaScript math, sliders, keyboard) is tested in test_explorers_browser.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import math
+import re
+from importlib import resources
+
+import pytest
+import torch
+
+from attention_book.data import journey_inputs
+from attention_book.explorers import (
+    DkExplorer,
+    HeadsExplorer,
+    MaskExplorer,
+    TrainingPlayback,
+    demo_training,
+    demo_weights,
+    dk_explorer,
+    heads_explorer,
+    mask_explorer,
+    training_playback,
+)
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+@pytest.fixture(autouse=True)
+def live_kernel_mode(monkeypatch):
+    """Tests run as in JupyterLab unless they opt into the book build's static mode."""
+    monkeypatch.delenv("ATTENTION_BOOK_STATIC", raising=False)
+
+
+@pytest.fixture
+def journey():
+    tokens, inputs = journey_inputs()
+    W_query, W_key, _ = demo_weights(seed=123)
+    return tokens, inputs, W_query, W_key
+
+
+def torch_weights(inputs, W_query, W_key, columns, causal=False, scaled=True):
+    """Plain torch: softmax((x Wq[:, cols]) (x Wk[:, cols])^T / sqrt(d) + mask)."""
+    x = inputs.double()
+    queries, keys = x @ W_query.double()[:, columns], x @ W_key.double()[:, columns]
+    d = queries.shape[1]
+    scores = queries @ keys.T / (math.sqrt(d) if scaled else 1.0)
+    if causal:
+        scores = scores.masked_fill(torch.triu(torch.ones(len(x), len(x), dtype=torch.bool), 1), float("-inf"))
+    return torch.softmax(scores, dim=-1)
+
+
+class RecordingComm:
+    """Stands in for the kernel comm: records what the widget sends to the front end."""
+
+    comm_id = "recording-comm"
+    kernel = True
+
+    def __init__(self):
+        self.sent = []
+
+    def send(self, data=None, buffers=None, **kwargs):
+        self.sent.append(data)
+
+    def on_msg(self, callback):
+        pass
+
+    def close(self, *args, **kwargs):
+        pass
+
+
+def front_end_update(widget, **state):
+    """Simulate the message the browser sends when the reader moves a control."""
+    widget._handle_msg({"content": {"data": {"method": "update", "state": state, "buffer_paths": []}}, "buffers": []})
+
+
+# --------------------------------------------------------------------------- construction and traits
+
+
+def test_traits_carry_the_readers_tensors_exactly(journey):
+    tokens, inputs, W_query, W_key = journey
+    explorer = dk_explorer(tokens, inputs, W_query, W_key)
+    assert isinstance(explorer, DkExplorer) and explorer.kind == "dk"
+    assert explorer.tokens == tokens
+    assert torch.equal(torch.tensor(explorer.inputs, dtype=torch.float32), inputs)
+    assert torch.equal(torch.tensor(explorer.w_query, dtype=torch.float32), W_query)
+    assert explorer.d_k == W_query.shape[1] and explorer.scaled is True  # d_k=None starts at d_out
+    state = explorer.get_state()
+    assert state["w_key"] == W_key.double().tolist() and state["d_k"] == 8
+
+
+def test_nn_linear_is_used_as_weight_transposed(journey):
+    tokens, inputs, _, _ = journey
+    torch.manual_seed(0)
+    query, key = torch.nn.Linear(3, 4, bias=False), torch.nn.Linear(3, 4, bias=False)
+    explorer = heads_explorer(tokens, inputs, query, key, num_heads=2)
+    assert torch.allclose(torch.tensor(explorer.w_query, dtype=torch.float64), query.weight.T.double())
+    expected = torch_weights(inputs, query.weight.T.detach(), key.weight.T.detach(), slice(0, 2))
+    assert torch.allclose(explorer.attention_weights()[0], expected, atol=1e-12)
+
+
+def test_attention_weights_match_plain_torch(journey):
+    tokens, inputs, W_query, W_key = journey
+    dk = dk_explorer(tokens, inputs, W_query, W_key, d_k=3, scaled=False)
+    assert torch.allclose(dk.attention_weights(), torch_weights(inputs, W_query, W_key, slice(0, 3), scaled=False))
+    heads = heads_explorer(tokens, inputs, W_query, W_key, num_heads=4, causal=True)
+    weights = heads.attention_weights()
+    assert weights.shape == (4, 6, 6)
+    assert torch.allclose(weights[3], torch_weights(inputs, W_query, W_key, slice(6, 8), causal=True))
+    mask = mask_explorer(tokens, inputs, W_query, W_key, causal=True)
+    masked = mask.attention_weights()
+    assert torch.all(masked.triu(1) == 0) and torch.allclose(masked.sum(-1), torch.ones(6, dtype=torch.float64))
+    assert mask.query_index == 2  # default: the middle token
+    assert mask_explorer(tokens, inputs, W_query, W_key, query_index=-1).query_index == 5
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def _bad_inputs():
+    tokens, inputs = journey_inputs()
+    W_query, W_key, _ = demo_weights(seed=123)
+    nan_inputs = inputs.clone()
+    nan_inputs[1, 2] = float("nan")
+    inf_key = W_key.clone()
+    inf_key[0, 0] = float("inf")
+    return [
+        ("token count", lambda: dk_explorer(tokens[:5], inputs, W_query, W_key), "5 tokens but inputs has 6 rows"),
+        ("transposed W", lambda: dk_explorer(tokens, inputs, W_query.T, W_key), "looks transposed"),
+        ("d_out mismatch", lambda: dk_explorer(tokens, inputs, W_query, W_key[:, :4]), "same width"),
+        ("d_k zero", lambda: dk_explorer(tokens, inputs, W_query, W_key, d_k=0), "choose d_k from 1 to 8"),
+        ("d_k too big", lambda: dk_explorer(tokens, inputs, W_query, W_key, d_k=9), "choose d_k from 1 to 8"),
+        ("heads", lambda: heads_explorer(tokens, inputs, W_query, W_key, num_heads=3),
+         r"d_out=8 is not divisible by num_heads=3: choose num_heads from \(1, 2, 4, 8\)"),
+        ("nan", lambda: mask_explorer(tokens, nan_inputs, W_query, W_key), r"non-finite value \(nan\) at \[1, 2\]"),
+        ("inf", lambda: heads_explorer(tokens, inputs, W_query, inf_key), r"W_key contains a non-finite value"),
+        ("1-D", lambda: dk_explorer(tokens, inputs[0], W_query, W_key), r"inputs must be 2-D, got shape \(3,\)"),
+        ("query", lambda: mask_explorer(tokens, inputs, W_query, W_key, query_index=6), "choose query_index"),
+        ("empty tokens", lambda: training_playback([], [(0, torch.ones(1, 1))]), "tokens is empty"),
+        ("no snapshots", lambda: training_playback(tokens, []), "snapshots is empty"),
+        ("snapshot shape", lambda: training_playback(tokens, [(0, torch.ones(5, 5))]), r"expected \(6, 6\)"),
+        ("steps order", lambda: training_playback(tokens, [(5, torch.ones(6, 6)), (5, torch.ones(6, 6))]),
+         "steps must increase"),
+        ("heads change", lambda: training_playback(tokens, [(0, torch.ones(6, 6)), (1, torch.ones(2, 6, 6))]),
+         "first snapshot has"),
+        ("losses length", lambda: training_playback(tokens, [(0, torch.ones(6, 6)), (10, torch.ones(6, 6))],
+                                                    losses=[1.0, 0.9, 0.8]), "one loss per snapshot"),
+        ("losses nan", lambda: training_playback(tokens, [(0, torch.ones(6, 6))], losses=[float("nan")]),
+         "losses contains NaN"),
+    ]
+
+
+@pytest.mark.parametrize("make, message", [case[1:] for case in _bad_inputs()],
+                         ids=[case[0] for case in _bad_inputs()])
+def test_bad_input_raises_a_clear_value_error(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_wrong_types_raise_type_errors(journey):
+    tokens, inputs, W_query, W_key = journey
+    with pytest.raises(TypeError, match="split the sentence into words"):
+        dk_explorer("Your journey starts", inputs, W_query, W_key)
+    with pytest.raises(TypeError, match="d_k must be an int"):
+        dk_explorer(tokens, inputs, W_query, W_key, d_k=True)
+    with pytest.raises(TypeError, match="num_heads must be an int"):
+        heads_explorer(tokens, inputs, W_query, W_key, num_heads=2.0)
+    with pytest.raises(TypeError, match="causal must be True or False"):
+        mask_explorer(tokens, inputs, W_query, W_key, causal=1)
+    with pytest.raises(TypeError, match="W_query must be a tensor or an nn.Linear"):
+        dk_explorer(tokens, inputs, torch.nn.ReLU(), W_key)
+
+
+def test_bad_trait_values_from_python_are_refused_and_the_old_value_kept(journey):
+    tokens, inputs, W_query, W_key = journey
+    heads = heads_explorer(tokens, inputs, W_query, W_key, num_heads=2)
+    with pytest.raises(ValueError, match=r"choose num_heads from \(1, 2, 4, 8\)"):
+        heads.num_heads = 3
+    assert heads.num_heads == 2
+    dk = dk_explorer(tokens, inputs, W_query, W_key, d_k=2)
+    with pytest.raises(ValueError, match="choose d_k from 1 to 8"):
+        dk.d_k = 9
+    with pytest.raises(ValueError, match="inputs has 6 rows"):
+        dk.tokens = tokens[:4]
+    assert dk.d_k == 2 and dk.tokens == tokens
+
+
+def test_update_changes_related_traits_together_or_not_at_all(journey):
+    tokens, inputs, W_query, W_key = journey
+    dk = dk_explorer(tokens, inputs, W_query, W_key, d_k=8)
+    dk.update(tokens=tokens[:4], inputs=inputs[:4])  # T changes: both at once is consistent
+    assert dk.tokens == tokens[:4] and len(dk.inputs) == 4
+    with pytest.raises(ValueError, match="choose d_k from 1 to 4"):
+        dk.update(w_query=W_query[:, :4], w_key=W_key[:, :4])  # d_k=8 no longer fits
+    assert len(dk.w_query[0]) == 8, "a refused update must leave the widget unchanged"
+    dk.update(w_query=W_query[:, :4], w_key=W_key[:, :4], d_k=4)
+    assert dk.d_k == 4
+
+
+# --------------------------------------------------------------------------- two-way sync
+
+
+def test_python_side_change_is_sent_to_the_front_end(journey):
+    tokens, inputs, W_query, W_key = journey
+    explorer = mask_explorer(tokens, inputs, W_query, W_key, causal=True, query_index=1)
+    explorer.comm = RecordingComm()
+    explorer.query_index = 4
+    explorer.causal = False
+    updates = [message["state"] for message in explorer.comm.sent if message.get("method") == "update"]
+    assert {"query_index": 4} in updates and {"causal": False} in updates
+    assert explorer.get_state()["query_index"] == 4 and explorer.get_state()["causal"] is False
+    explorer.close()
+
+
+@pytest.mark.parametrize("kind, change", [
+    ("dk", {"d_k": 5}), ("dk", {"scaled": False}), ("heads", {"num_heads": 8}), ("heads", {"causal": True}),
+    ("mask", {"query_index": 0}), ("mask", {"causal": False}), ("playback", {"snapshot_index": 3}),
+])
+def test_front_end_slider_update_reaches_the_python_trait(journey, kind, change):
+    tokens, inputs, W_query, W_key = journey
+    if kind == "playback":
+        explorer = training_playback(tokens, [(step, torch.eye(6)) for step in range(0, 50, 10)])
+    else:
+        make = {"dk": dk_explorer, "heads": heads_explorer, "mask": mask_explorer}[kind]
+        explorer = make(tokens, inputs, W_query, W_key)
+    seen = []
+    explorer.observe(lambda change: seen.append((change["name"], change["new"])), names=list(change))
+    front_end_update(explorer, **change)
+    (name, value), = change.items()
+    assert getattr(explorer, name) == value
+    assert seen == [(name, value)], "observers of the trait must fire when the reader moves the control"
+
+
+def test_front_end_update_changes_what_python_computes(journey):
+    tokens, inputs, W_query, W_key = journey
+    explorer = dk_explorer(tokens, inputs, W_query, W_key, d_k=8)
+    before = explorer.attention_weights()
+    front_end_update(explorer, d_k=1)
+    assert torch.allclose(explorer.attention_weights(), torch_weights(inputs, W_query, W_key, slice(0, 1)))
+    assert not torch.allclose(before, explorer.attention_weights())
+
+
+# --------------------------------------------------------------------------- display bundles
+
+
+def _decode(b64: str) -> str:
+    return gzip.decompress(base64.b64decode(b64)).decode("utf-8")
+
+
+def test_live_mode_shows_the_widget_only(journey):
+    explorer = dk_explorer(*journey)
+    data, _ = explorer._repr_mimebundle_()
+    assert WIDGET_MIME in data and "text/html" not in data
+    assert explorer.comm is not None
+
+
+def test_static_mode_emits_a_self_contained_html_fallback(journey, monkeypatch):
+    monkeypatch.setenv("ATTENTION_BOOK_STATIC", "1")
+    explorer = heads_explorer(*journey, num_heads=4, causal=True)
+    assert explorer.comm is None, "the book build must not save widget state (it would be embedded in the page)"
+    data, _ = explorer._repr_mimebundle_()
+    assert set(data) == {"text/plain", "text/html"}
+    html = data["text/html"]
+    element_id = re.search(r'<div class="abx-static" id="([^"]+)"', html).group(1)
+    assert f'document.getElementById(id)' in html and f'const id = "{element_id}"' in html
+    script = html.split('<script type="module">', 1)[1]
+    assert script.count("</script>") == 1 and script.endswith("</script>") and "<!--" not in html
+    assert "http://" not in html.replace("http://www.w3.org", "") and "https://" not in html
+    code = json.loads(_decode(re.search(r'const code = "([^"]+)"', html).group(1)))
+    assert ".abx" in code["css"] and code["js"].rstrip().endswith("return { render, standInModel };")
+    assert "export default" not in code["js"]
+    state = json.loads(_decode(re.search(r'const data = "([^"]+)"', html).group(1)))
+    assert state["kind"] == "heads" and state["num_heads"] == 4 and state["causal"] is True
+    assert state["w_query"] == explorer.w_query and state["tokens"] == explorer.tokens
+
+
+def test_same_explorer_twice_on_a_page_gets_unique_ids(journey, monkeypatch):
+    monkeypatch.setenv("ATTENTION_BOOK_STATIC", "1")
+    explorer = dk_explorer(*journey)
+    first, second = explorer.static_html(), explorer.static_html()
+    other = dk_explorer(*journey).static_html()
+    ids = [re.search(r'id="(abx-[^"]+)"', html).group(1) for html in (first, second, other)]
+    assert len(set(ids)) == 3
+
+
+def test_display_in_static_mode_publishes_the_html(journey, monkeypatch):
+    """Goes through IPython's display machinery (``_ipython_display_`` on ipywidgets 7)."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.display import display
+    from IPython.utils.capture import capture_output
+
+    InteractiveShell.instance()
+    monkeypatch.setenv("ATTENTION_BOOK_STATIC", "1")
+    explorer = mask_explorer(*journey)
+    with capture_output() as captured:
+        display(explorer)
+    assert len(captured.outputs) == 1
+    assert 'data-explorer-root="mask"' in captured.outputs[0].data["text/html"]
+
+
+def test_module_and_css_ship_with_the_package():
+    folder = resources.files("attention_book.explorers")
+    source = (folder / "explorer.js").read_text(encoding="utf-8")
+    assert source.rstrip().endswith("export default { render };")
+    assert "</script" not in source.lower() and "<!--" not in source
+    assert "stopPropagation" in source, "arrow keys must not reach JupyterLab's notebook shortcuts"
+    assert (folder / "explorer.css").is_file()
+
+
+# --------------------------------------------------------------------------- playback and demo data
+
+
+def test_training_playback_traits_and_loss_alignment():
+    tokens, _ = journey_inputs()
+    snapshots = [(step, torch.softmax(torch.randn(2, 6, 6), -1)) for step in (0, 5, 10)]
+    per_snapshot = training_playback(tokens, snapshots, losses=[3.0, 2.0, 1.0])
+    assert isinstance(per_snapshot, TrainingPlayback) and per_snapshot.loss_steps == [0, 5, 10]
+    per_step = training_playback(tokens, snapshots, losses=torch.linspace(3, 1, 11))
+    assert per_step.loss_steps == list(range(11))
+    assert torch.allclose(per_step.weights_at(1), snapshots[1][1], atol=1e-6)
+    assert per_step.steps == [0, 5, 10] and per_step.snapshot_index == 0
+    with pytest.raises(ValueError, match="choose snapshot_index from 0 to 2"):
+        per_step.snapshot_index = 3
+
+
+def test_demo_weights_are_seeded_and_leave_the_global_rng_alone():
+    state = torch.get_rng_state()
+    first, second = demo_weights(seed=7), demo_weights(seed=7)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert all(torch.equal(a, b) for a, b in zip(first, second))
+    assert not torch.equal(demo_weights(seed=8)[0], first[0])
+    assert first[0].shape == (3, 8)
+
+
+def test_demo_training_learns_the_two_patterns():
+    tokens, snapshots, losses = demo_training(seed=0)
+    steps = [step for step, _ in snapshots]
+    assert steps == list(range(0, 121, 6)) and len(losses) == 121
+    assert losses[-1] < 0.1 * losses[0]
+    final = snapshots[-1][1]  # (2, T, T)
+    assert final.shape == (2, 6, 6) and torch.all(final.triu(1) == 0)
+    assert final[0, 1:].argmax(-1).tolist() == [0, 1, 2, 3, 4]  # head 1: the previous token
+    assert final[1].argmax(-1).tolist() == [0] * 6  # head 2: the first token

@@ -1,0 +1,278 @@
+"""The explorers on the static site, driven in headless Chromium (no Python kernel behind the page).
+
+The demo page book/explorers shows all four explorers with the journey inputs, demo_weights(123)
+and demo_training(0). These tests move the sliders like a reader (keyboard and mouse), read the
+weights the JavaScript drew from each cell's data-weight attribute, and compare them with torch.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+import torch
+
+from attention_book.data import journey_inputs
+from attention_book.explorers import demo_training, demo_weights, dk_explorer, divisors, heads_explorer
+
+PAGE = "book/explorers.html"
+SEED = 123  # the seed book/explorers.ipynb passes to demo_weights
+TRAINING_SEED = 0  # ... and to demo_training
+ATOL = 1e-6
+
+pytestmark = pytest.mark.browser
+
+
+# --------------------------------------------------------------------------- reference and helpers
+
+
+def torch_weights(columns: slice, causal: bool = False, scaled: bool = True) -> torch.Tensor:
+    """softmax((x Wq[:, cols]) (x Wk[:, cols])^T / sqrt(d) + causal mask), in plain torch."""
+    _, x = journey_inputs()
+    W_query, W_key, _ = demo_weights(seed=SEED)
+    queries, keys = x.double() @ W_query.double()[:, columns], x.double() @ W_key.double()[:, columns]
+    d = queries.shape[1]
+    scores = queries @ keys.T / (math.sqrt(d) if scaled else 1.0)
+    if causal:
+        future = torch.triu(torch.ones(len(x), len(x), dtype=torch.bool), diagonal=1)
+        scores = scores.masked_fill(future, float("-inf"))
+    return torch.softmax(scores, dim=-1)
+
+
+def drawn_weights(page, kind: str) -> torch.Tensor:
+    """(heads, T, T) weights read from the data-weight attributes of the explorer's heatmaps."""
+    nested = page.evaluate(
+        """(kind) => {
+            const root = document.querySelector(`[data-explorer="${kind}"]`);
+            return [...root.querySelectorAll(".abx-map[data-head]")].map((map) =>
+                [...map.querySelectorAll("tbody tr")].map((tr) =>
+                    [...tr.querySelectorAll("td.abx-cell")].map((td) => Number(td.dataset.weight))));
+        }""",
+        kind,
+    )
+    return torch.tensor(nested, dtype=torch.float64)
+
+
+def control(page, kind: str, name: str):
+    return page.locator(f'[data-explorer="{kind}"] [data-control="{name}"]').first
+
+
+def key_to(page, kind: str, name: str, position: int) -> None:
+    """Move a slider with the keyboard: Home (its minimum), then ArrowRight ``position`` times."""
+    slider = control(page, kind, name)
+    slider.focus()
+    slider.press("Home")
+    for _ in range(position):
+        slider.press("ArrowRight")
+    assert int(slider.input_value()) == int(slider.get_attribute("min")) + position
+
+
+def heatmap_signature(page, kind: str):
+    """What the reader sees change: the drawn weights and the highlighted query row."""
+    selected = page.locator(f'[data-explorer="{kind}"] tr.abx-selected')
+    return drawn_weights(page, kind).tolist(), selected.first.get_attribute("data-row") if selected.count() else None
+
+
+def drag(page, kind: str, name: str, fraction: float) -> None:
+    """Drag a slider's thumb with the mouse from its left end to ``fraction`` of its width."""
+    slider = control(page, kind, name)
+    slider.scroll_into_view_if_needed()
+    box = slider.bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + 2, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * fraction, y, steps=8)
+    page.mouse.up()
+
+
+@pytest.fixture
+def explorers_page(open_page, site_dir):
+    assert (site_dir / PAGE).is_file(), f"{PAGE} is not in the built site: list book/explorers in _toc.yml"
+    page = open_page(PAGE)
+    for kind in ("dk", "heads", "mask", "playback"):
+        page.wait_for_selector(f'[data-explorer="{kind}"] td.abx-cell[data-weight]', timeout=10_000)
+    return page
+
+
+def assert_clean(page):
+    assert page.console_errors == [], page.console_errors
+    assert page.external_requests == [], page.external_requests
+
+
+# --------------------------------------------------------------------------- the math equals torch
+
+
+def test_dk_explorer_math_equals_torch(explorers_page):
+    page = explorers_page
+    rng = random.Random(1)
+    settings = [(8, True), (1, False)] + [(rng.randint(1, 8), rng.random() < 0.5) for _ in range(4)]
+    for d_k, scaled in settings:
+        key_to(page, "dk", "d_k", d_k - 1)  # the slider runs from 1
+        control(page, "dk", "scaled").set_checked(scaled)
+        drawn = drawn_weights(page, "dk")
+        expected = torch_weights(slice(0, d_k), scaled=scaled)
+        assert drawn.shape == (1, 6, 6)
+        assert torch.allclose(drawn[0], expected, atol=ATOL, rtol=0), f"d_k={d_k}, scaled={scaled}"
+        maxima = page.locator('[data-explorer="dk"] td[data-stat="max"]').evaluate_all(
+            "(cells) => cells.map((c) => Number(c.dataset.value))")
+        assert torch.allclose(torch.tensor(maxima, dtype=torch.float64), expected.max(-1).values, atol=ATOL)
+    assert_clean(page)
+
+
+def test_heads_explorer_math_equals_torch(explorers_page):
+    page = explorers_page
+    options = divisors(8)
+    for causal in (False, True):
+        control(page, "heads", "causal").set_checked(causal)
+        for position, num_heads in enumerate(options):
+            key_to(page, "heads", "num_heads", position)
+            drawn = drawn_weights(page, "heads")
+            head_dim = 8 // num_heads
+            assert drawn.shape == (num_heads, 6, 6)
+            for head in range(num_heads):
+                expected = torch_weights(slice(head * head_dim, (head + 1) * head_dim), causal=causal)
+                assert torch.allclose(drawn[head], expected, atol=ATOL, rtol=0), (num_heads, head, causal)
+    assert_clean(page)
+
+
+def test_mask_explorer_math_equals_torch(explorers_page):
+    page = explorers_page
+    rng = random.Random(2)
+    settings = [(True, 2), (False, 2), (True, 0), (True, 5)] + [(rng.random() < 0.5, rng.randint(0, 5))
+                                                                for _ in range(3)]
+    for causal, query in settings:
+        control(page, "mask", "causal").set_checked(causal)
+        key_to(page, "mask", "query_index", query)
+        drawn = drawn_weights(page, "mask")[0]
+        expected = torch_weights(slice(0, 8), causal=causal)
+        assert torch.allclose(drawn, expected, atol=ATOL, rtol=0), f"causal={causal}, query={query}"
+        if causal:
+            assert torch.all(drawn.triu(1) == 0), "masked weights must be exactly 0"
+            assert page.locator('[data-explorer="mask"] td.abx-masked').count() == 15
+        else:
+            assert page.locator('[data-explorer="mask"] td.abx-masked').count() == 0
+        selected = page.locator('[data-explorer="mask"] tr.abx-selected')
+        assert selected.count() == 1 and selected.get_attribute("data-row") == str(query)
+        sums = page.locator('[data-explorer="mask"] td[data-stat="row_sum"]').evaluate_all(
+            "(cells) => cells.map((c) => Number(c.dataset.value))")
+        assert all(abs(total - 1) < 1e-12 for total in sums)
+    assert_clean(page)
+
+
+def test_training_playback_shows_the_saved_snapshots(explorers_page):
+    page = explorers_page
+    _, snapshots, _ = demo_training(seed=TRAINING_SEED)
+    for index in (0, 1, 7, 13, len(snapshots) - 1):
+        key_to(page, "playback", "snapshot_index", index)
+        step, weights = snapshots[index]
+        assert torch.allclose(drawn_weights(page, "playback"), weights.double(), atol=ATOL, rtol=0), step
+        assert f"step {step} " in page.locator('[data-explorer="playback"] .abx-status').inner_text()
+    assert_clean(page)
+
+
+# --------------------------------------------------------------------------- reader interaction
+
+
+MAIN_SLIDERS = {"dk": ("d_k", 0.99), "heads": ("num_heads", 0.99), "mask": ("query_index", 0.95),
+                "playback": ("snapshot_index", 0.6)}
+
+
+@pytest.mark.parametrize("kind", list(MAIN_SLIDERS))
+def test_dragging_and_keyboard_change_the_heatmap(explorers_page, screenshot, kind):
+    page = explorers_page
+    name, fraction = MAIN_SLIDERS[kind]
+    slider = control(page, kind, name)
+    page.locator(f'[data-explorer="{kind}"]').scroll_into_view_if_needed()
+    screenshot(page, f"explorer-{kind}-before", full_page=False)
+    value_before, drawn_before = slider.input_value(), heatmap_signature(page, kind)
+
+    drag(page, kind, name, fraction)
+    value_dragged, drawn_dragged = slider.input_value(), heatmap_signature(page, kind)
+    assert value_dragged != value_before, "dragging the slider did not move it"
+    assert drawn_dragged != drawn_before, "dragging the slider did not change the heatmap"
+
+    page.evaluate("() => { window.__leakedKeys = []; document.addEventListener('keydown', "
+                  "(e) => window.__leakedKeys.push(e.key)); }")
+    slider.focus()
+    slider.press("ArrowLeft")
+    assert int(slider.input_value()) == int(value_dragged) - 1, "the arrow key did not move the slider"
+    assert heatmap_signature(page, kind) != drawn_dragged, "the arrow key did not change the heatmap"
+    assert page.evaluate("() => window.__leakedKeys") == [], \
+        "keydown reached the document: JupyterLab would take the arrow keys away from the slider"
+    screenshot(page, f"explorer-{kind}-after", full_page=False)
+    assert_clean(page)
+
+
+def test_toggles_and_play_button_work(explorers_page):
+    page = explorers_page
+    before = drawn_weights(page, "dk")
+    control(page, "dk", "scaled").focus()
+    page.keyboard.press("Space")  # keyboard toggles the checkbox
+    assert not control(page, "dk", "scaled").is_checked()
+    assert not torch.equal(before, drawn_weights(page, "dk"))
+    key_to(page, "playback", "snapshot_index", 0)
+    control(page, "playback", "play").click()
+    page.wait_for_function(
+        """() => Number(document.querySelector('[data-explorer="playback"] [data-control="snapshot_index"]').value) >= 2""",
+        timeout=5_000,
+    )
+    control(page, "playback", "play").click()  # pause
+    assert_clean(page)
+
+
+def test_controls_are_labelled_and_ids_are_unique(explorers_page):
+    page = explorers_page
+    report = page.evaluate(
+        """() => {
+            const ids = [...document.querySelectorAll("[id]")].map((e) => e.id);
+            const ours = [...document.querySelectorAll(".abx-static, .abx-static [id]")].map((e) => e.id);
+            const inputs = [...document.querySelectorAll(".abx input")];
+            return {
+                duplicates: ours.filter((id) => ids.indexOf(id) !== ids.lastIndexOf(id)),
+                unlabelled: inputs.filter((i) => !document.querySelector(`label[for="${i.id}"]`)).map((i) => i.outerHTML),
+                noValueText: inputs.filter((i) => i.type === "range" && !i.getAttribute("aria-valuetext")).length,
+                inputs: inputs.length,
+            };
+        }"""
+    )
+    assert report["inputs"] == 7  # d_k, scaled | heads, causal | causal, query | step (play is a button)
+    assert report["duplicates"] == [] and report["unlabelled"] == [] and report["noValueText"] == 0
+    assert_clean(page)
+
+
+# --------------------------------------------------------------------------- the fallback on its own
+
+
+def test_same_explorer_twice_on_one_page_works_independently(browser, mathjax_dir, tmp_path):
+    """Two copies of one explorer (plus another) in a plain page: both render, each keeps its own state."""
+    from browser import open_recorded_page, serve
+
+    tokens, x = journey_inputs()
+    W_query, W_key, _ = demo_weights(seed=SEED)
+    explorer = dk_explorer(tokens, x, W_query, W_key, d_k=8)
+    body = "\n".join([explorer.static_html(), explorer.static_html(),
+                      heads_explorer(tokens, x, W_query, W_key).static_html()])
+    (tmp_path / "twice.html").write_text(f"<!doctype html><html><head><meta charset='utf-8'></head>"
+                                         f"<body>{body}</body></html>")
+    with serve(tmp_path) as url:
+        page = open_recorded_page(browser, f"{url}/twice.html", mathjax_dir, wait_for_math=False)
+        try:
+            page.wait_for_function("() => document.querySelectorAll('.abx-map[data-head]').length === 4")
+            roots = page.locator('[data-explorer="dk"]')
+            assert roots.count() == 2
+            first_slider = roots.nth(0).locator('[data-control="d_k"]')
+            first_slider.focus()
+            first_slider.press("Home")  # d_k = 1 in the first copy only
+
+            def weights(i):
+                return torch.tensor(roots.nth(i).locator("td.abx-cell").evaluate_all(
+                    "(cells) => cells.map((c) => Number(c.dataset.weight))"), dtype=torch.float64).view(6, 6)
+
+            assert torch.allclose(weights(0), torch_weights(slice(0, 1)), atol=ATOL, rtol=0)
+            assert torch.allclose(weights(1), torch_weights(slice(0, 8)), atol=ATOL, rtol=0)
+            ids = page.evaluate("() => [...document.querySelectorAll('[id]')].map((e) => e.id)")
+            assert len(ids) == len(set(ids))
+            assert_clean(page)
+        finally:
+            page.context.close()

@@ -1,0 +1,207 @@
+"""Unit tests of attention_book.scores (chapters 2 and 3)."""
+
+import math
+
+import pytest
+import torch
+
+from attention_book.data import journey_inputs
+from attention_book.scores import (
+    attention_entropy,
+    attention_scores,
+    naive_softmax,
+    scaled_attention_weights,
+    stable_softmax,
+    sum_normalize,
+)
+
+
+@pytest.fixture
+def journey():
+    return journey_inputs()[1]  # (6, 3)
+
+
+def source_weights():
+    """W_query, W_key, W_value drawn as in the source: seed 123, three (3, 2) randn draws."""
+    torch.manual_seed(123)
+    return torch.randn(3, 2), torch.randn(3, 2), torch.randn(3, 2)
+
+
+# --- attention_scores ---------------------------------------------------------------------------
+
+
+def test_scores_match_explicit_dot_products():
+    generator = torch.Generator().manual_seed(0)
+    queries, keys = torch.randn(3, 4, generator=generator), torch.randn(5, 4, generator=generator)
+    scores = attention_scores(queries, keys)
+    assert scores.shape == (3, 5)
+    for i in range(3):
+        for j in range(5):
+            assert math.isclose(float(scores[i, j]), float(torch.dot(queries[i], keys[j])), abs_tol=1e-6)
+
+
+def test_scores_of_journey_query_2_match_the_source(journey):
+    scores = attention_scores(journey[1], journey)  # one query -> (6,)
+    expected = torch.tensor([0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865])
+    assert scores.shape == (6,)
+    assert torch.allclose(scores, expected, atol=5e-5)
+
+
+def test_projected_scores_match_the_source(journey):
+    W_query, W_key, _ = source_weights()
+    queries, keys = journey @ W_query, journey @ W_key
+    scores = attention_scores(queries, keys)
+    assert torch.allclose(queries[1], torch.tensor([-1.1729, -0.0048]), atol=5e-5)
+    expected_row_2 = torch.tensor([0.2172, 0.1376, 0.1730, -0.0491, 0.7616, -0.3809])
+    assert torch.allclose(scores[1], expected_row_2, atol=5e-5)
+    # omega_22 pairs query 2 with key 2: index 1 (the source's keys[2] gives omega_23 = 0.1730)
+    assert math.isclose(float(torch.dot(queries[1], keys[1])), 0.1376, abs_tol=5e-5)
+
+
+def test_scores_batched():
+    generator = torch.Generator().manual_seed(1)
+    queries, keys = torch.randn(2, 3, 4, generator=generator), torch.randn(2, 5, 4, generator=generator)
+    scores = attention_scores(queries, keys)
+    assert scores.shape == (2, 3, 5)
+    assert torch.allclose(scores[1], queries[1] @ keys[1].T)
+
+
+def test_scores_mismatched_d_k_says_both_shapes():
+    with pytest.raises(ValueError, match=r"same length d_k.*\(6, 3\).*\(6, 2\)"):
+        attention_scores(torch.zeros(6, 3), torch.zeros(6, 2))
+
+
+def test_scores_rejects_one_dimensional_keys():
+    with pytest.raises(ValueError, match="one key per row"):
+        attention_scores(torch.zeros(3), torch.zeros(3))
+
+
+def test_scores_rejects_non_tensors_and_integers():
+    with pytest.raises(TypeError, match="torch.tensor"):
+        attention_scores([[1.0, 2.0]], torch.zeros(2, 2))
+    with pytest.raises(TypeError, match=r"\.float\(\)"):
+        attention_scores(torch.ones(2, 2, dtype=torch.long), torch.zeros(2, 2))
+
+
+# --- normalisations -----------------------------------------------------------------------------
+
+
+def test_sum_normalize_of_journey_scores_matches_source(journey):
+    weights = sum_normalize(journey @ journey[1])
+    assert torch.allclose(weights, torch.tensor([0.1455, 0.2278, 0.2249, 0.1285, 0.1077, 0.1656]), atol=5e-5)
+
+
+def test_sum_normalize_gives_negative_weights_for_negative_scores():
+    weights = sum_normalize(torch.tensor([2.0, -1.0, 0.5]))
+    assert float(weights.sum()) == pytest.approx(1.0)
+    assert (weights < 0).any()
+
+
+def test_softmax_of_journey_scores_matches_source(journey):
+    expected = torch.tensor([0.1385, 0.2379, 0.2333, 0.1240, 0.1082, 0.1581])
+    scores = journey @ journey[1]
+    assert torch.allclose(naive_softmax(scores), expected, atol=5e-5)
+    assert torch.allclose(stable_softmax(scores), expected, atol=5e-5)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_stable_softmax_equals_torch(dim):
+    scores = torch.randn(4, 7, generator=torch.Generator().manual_seed(2)) * 3
+    assert torch.allclose(stable_softmax(scores, dim=dim), torch.softmax(scores, dim=dim), atol=1e-6)
+
+
+def test_naive_softmax_overflows_and_stable_does_not():
+    scores = torch.tensor([1000.0, 1001.0, 1002.0])
+    assert torch.isnan(naive_softmax(scores)).all()
+    stable = stable_softmax(scores)
+    assert torch.isfinite(stable).all()
+    assert torch.allclose(stable, torch.tensor([0.0900, 0.2447, 0.6652]), atol=5e-5)
+
+
+def test_stable_softmax_is_shift_invariant():
+    scores = torch.tensor([[0.3, -1.2, 2.0]])
+    assert torch.allclose(stable_softmax(scores), stable_softmax(scores + 50.0), atol=1e-6)
+
+
+def test_temperature_sharpens_and_flattens():
+    scores = torch.tensor([1.0, 2.0, 3.0])
+    cold, warm, hot = (stable_softmax(scores, temperature=t) for t in (0.1, 1.0, 100.0))
+    assert torch.allclose(stable_softmax(scores, temperature=2.0), torch.softmax(scores / 2, dim=-1))
+    assert cold.max() > warm.max() > hot.max()
+    assert float(cold[2]) > 0.99
+    assert torch.allclose(hot, torch.full((3,), 1 / 3), atol=0.01)
+
+
+@pytest.mark.parametrize("temperature", [0.0, -1.0, float("inf"), float("nan")])
+def test_bad_temperature_raises(temperature):
+    with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
+        stable_softmax(torch.zeros(3), temperature=temperature)
+
+
+def test_temperature_must_be_a_number():
+    with pytest.raises(TypeError, match="temperature"):
+        stable_softmax(torch.zeros(3), temperature="hot")
+
+
+def test_bad_dim_raises_with_advice():
+    with pytest.raises(ValueError, match="dim=-1"):
+        stable_softmax(torch.zeros(2, 3), dim=2)
+    with pytest.raises(ValueError, match="single number"):
+        stable_softmax(torch.tensor(1.0))
+
+
+def test_masked_entries_get_zero_weight():
+    scores = torch.tensor([[1.0, float("-inf"), 2.0]])
+    weights = stable_softmax(scores)
+    assert float(weights[0, 1]) == 0.0
+    assert torch.allclose(weights, torch.softmax(scores, dim=-1))
+
+
+def test_stable_softmax_gradient_matches_torch():
+    scores = torch.randn(3, 4, generator=torch.Generator().manual_seed(3), requires_grad=True)
+    target = torch.randn(3, 4, generator=torch.Generator().manual_seed(4))
+    (stable_softmax(scores) * target).sum().backward()
+    ours = scores.grad.clone()
+    scores.grad = None
+    (torch.softmax(scores, dim=-1) * target).sum().backward()
+    assert torch.allclose(ours, scores.grad, atol=1e-6)
+
+
+# --- scaled weights -----------------------------------------------------------------------------
+
+
+def test_scaled_weights_match_the_source(journey):
+    W_query, W_key, _ = source_weights()
+    weights = scaled_attention_weights(journey[1] @ W_query, journey @ W_key)
+    expected = torch.tensor([0.1704, 0.1611, 0.1652, 0.1412, 0.2505, 0.1117])
+    assert torch.allclose(weights, expected, atol=5e-5)
+
+
+@pytest.mark.parametrize("d_k", [1, 2, 16, 64])
+def test_scaled_weights_use_keys_width(d_k):
+    generator = torch.Generator().manual_seed(d_k)
+    queries, keys = torch.randn(3, d_k, generator=generator), torch.randn(5, d_k, generator=generator)
+    expected = torch.softmax(queries @ keys.T / math.sqrt(d_k), dim=-1)
+    weights = scaled_attention_weights(queries, keys)
+    assert torch.allclose(weights, expected, atol=1e-6)
+    assert torch.allclose(weights.sum(dim=-1), torch.ones(3))
+
+
+def test_scaled_weights_shape_error():
+    with pytest.raises(ValueError, match="same length d_k"):
+        scaled_attention_weights(torch.zeros(2, 4), torch.zeros(3, 5))
+
+
+# --- entropy ------------------------------------------------------------------------------------
+
+
+def test_entropy_extremes():
+    uniform = torch.full((1, 4), 0.25)
+    one_hot = torch.tensor([[0.0, 1.0, 0.0, 0.0]])
+    assert float(attention_entropy(uniform)[0]) == pytest.approx(math.log(4))
+    assert float(attention_entropy(one_hot)[0]) == pytest.approx(0.0)
+
+
+def test_entropy_rejects_negative_weights():
+    with pytest.raises(ValueError, match="non-negative"):
+        attention_entropy(torch.tensor([0.5, -0.5, 1.0]))
