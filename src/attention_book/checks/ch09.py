@@ -1,0 +1,220 @@
+"""Self-checks for chapter 9 (attention at scale).
+
+* :func:`flops` - ``ex-09-flops``: the FLOPs of one multi-head attention forward pass.
+* :func:`kv_step` - ``ex-09-kv-step``: one decoding step with a KV cache.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+from .core import Hint, close, register
+
+__all__ = ["flops", "kv_step"]
+
+
+# ---------------------------------------------------------------- ex-09-flops
+def _projections(B, T, d):
+    return 4 * 2 * B * T * d * d
+
+
+def _core(B, T, d):
+    return 2 * 2 * B * T * T * d
+
+
+def _reference_flops(B, T, d, H):
+    return _projections(B, T, d) + _core(B, T, d)
+
+
+_FLOP_CASES = [(1, 6, 4, 2), (2, 10, 12, 3), (8, 1024, 768, 12), (3, 7, 5, 1)]
+
+
+def _flops_diagnosis(answer, B, T, d, H) -> str:
+    """A hint when ``answer`` equals a typical wrong count, else an empty string."""
+    proj, core = _projections(B, T, d), _core(B, T, d)
+    wrong = [
+        ((proj + core) / 2, "your count is half the expected one: you counted multiply-adds. "
+         "A multiply-add is 2 FLOPs, so an (m, n) @ (n, p) product costs 2 * m * n * p"),
+        (proj + H * core, "the attention core is counted once per head with all d columns: each of "
+         "the H heads has only d / H columns, so together the heads cost as much as one head of d "
+         "columns (2 * B * T^2 * d per product), whatever H is"),
+        (core, "only the attention core is counted: add the four projections W_query, W_key, "
+         "W_value and out_proj, each 2 * B * T * d * d"),
+        (proj, "only the projections are counted: add Q K^T and weights @ V, each 2 * B * T^2 * d"),
+        (proj + core / 2, "only one of the two T x T products is counted: the scores Q K^T and the "
+         "context weights @ V each cost 2 * B * T^2 * d"),
+        (3 * proj / 4 + core, "three projections are counted: out_proj (d x d) is the fourth"),
+    ]
+    for value, hint in wrong:
+        if math.isclose(float(answer), float(value), rel_tol=1e-9):
+            return hint
+    return ""
+
+
+@register("ex-09-flops", "FLOPs of multi-head attention")
+def flops(attention_flops):
+    """Check ``attention_flops(batch_size, num_tokens, d_model, num_heads) -> int``."""
+
+    def number(B, T, d, H):
+        answer = attention_flops(B, T, d, H)
+        if isinstance(answer, torch.Tensor) and answer.numel() == 1:
+            answer = answer.item()
+        if not isinstance(answer, numbers.Real) or isinstance(answer, bool):
+            raise Hint(f"attention_flops should return a number, got {type(answer).__name__}; "
+                       "did you forget `return`?")
+        return answer
+
+    def case(B, T, d, H):
+        def test():
+            answer = number(B, T, d, H)
+            expected = _reference_flops(B, T, d, H)
+            if math.isclose(float(answer), expected, rel_tol=1e-9):
+                return
+            hint = _flops_diagnosis(answer, B, T, d, H)
+            raise Hint(hint or f"for B={B}, T={T}, d={d}, H={H} expected {expected:,} FLOPs, got "
+                       f"{answer:,}; count the four projections (2 * B * T * d * d each) and the two "
+                       "T x T products (2 * B * T^2 * d each)")
+        return test
+
+    def heads_do_not_matter():
+        counts = {H: number(2, 16, 24, H) for H in (1, 2, 3, 4, 6, 12)}
+        if len(set(counts.values())) != 1:
+            raise Hint("your count changes with the number of heads; splitting d columns into H "
+                       "heads of d / H columns does not change the number of multiply-adds")
+
+    tests = [(f"B={B}, T={T}, d={d}, H={H}", case(B, T, d, H)) for B, T, d, H in _FLOP_CASES]
+    return tests + [("the count does not depend on the number of heads", heads_do_not_matter)]
+
+
+# ---------------------------------------------------------------- ex-09-kv-step
+def _reference_step(query, new_key, new_value, cache_keys, cache_values):
+    keys = torch.cat([cache_keys, new_key], dim=-2)
+    values = torch.cat([cache_values, new_value], dim=-2)
+    weights = torch.softmax(query @ keys.transpose(-2, -1) / math.sqrt(query.shape[-1]), dim=-1)
+    return weights @ values, keys, values
+
+
+def _tensors(*shape, seed):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=generator)
+
+
+def _unpack(out):
+    if not isinstance(out, (tuple, list)) or len(out) != 3:
+        raise Hint(f"decode_step should return three tensors (context, keys, values), got "
+                   f"{type(out).__name__}{'' if not isinstance(out, (tuple, list)) else f' of length {len(out)}'}")
+    if not all(isinstance(t, torch.Tensor) for t in out):
+        raise Hint("decode_step should return three tensors (context, keys, values)")
+    return [t.detach().float() for t in out]
+
+
+@register("ex-09-kv-step", "One decoding step with a KV cache")
+def kv_step(decode_step):
+    """Check ``decode_step(query, new_key, new_value, cache_keys, cache_values)``."""
+    B, H, t, hd = 2, 3, 5, 4
+    query, new_key, new_value = (_tensors(B, H, 1, hd, seed=s) for s in (1, 2, 3))
+    cache_keys, cache_values = _tensors(B, H, t, hd, seed=4), _tensors(B, H, t, hd, seed=5)
+    inputs = (query, new_key, new_value, cache_keys, cache_values)
+    originals = [tensor.clone() for tensor in inputs]
+    try:
+        context, keys, values = _unpack(decode_step(*[tensor.clone() for tensor in inputs]))
+    except RuntimeError as err:
+        if "must match" in str(err) or "size" in str(err):
+            raise Hint(f"your code failed on a cache of shape (B, H, t, hd) = {(B, H, t, hd)} and a "
+                       f"new token of shape {(B, H, 1, hd)} ({str(err).splitlines()[0]}); append "
+                       "along the token dimension, torch.cat([cache_keys, new_key], dim=-2)") from None
+        raise
+    expected_context, expected_keys, expected_values = _reference_step(*originals)
+
+    def cache_grows():
+        for name, got in (("keys", keys), ("values", values)):
+            if got.shape == (B, H, t, hd):
+                raise Hint(f"the returned {name} still have {t} tokens: append the new token's "
+                           f"{name[:-1]} to the cache, torch.cat([cache_{name}, new_{name[:-1]}], dim=-2)")
+            if got.shape != (B, H, t + 1, hd):
+                raise Hint(f"expected the returned {name} to have shape (B, H, t + 1, hd) = "
+                           f"{(B, H, t + 1, hd)}, got {tuple(got.shape)}; concatenate along the token "
+                           "dimension, dim=-2 (dim=1 is the heads, dim=-1 the features)")
+
+    def cache_order():
+        cache_grows()
+        if close(keys, expected_values) and close(values, expected_keys):
+            raise Hint("keys and values are swapped: return (context, keys, values)")
+        if close(keys[..., :1, :], new_key) and close(keys[..., 1:, :], cache_keys):
+            raise Hint("the new key is at the front: append it at the end, "
+                       "torch.cat([cache_keys, new_key], dim=-2), so positions stay in order")
+        if not (close(keys, expected_keys) and close(values, expected_values)):
+            raise Hint("the returned keys/values should be the old cache followed by the new "
+                       "token's key/value")
+
+    def context_shape():
+        if context.shape != (B, H, 1, hd):
+            raise Hint(f"the context of one new token should have shape (B, H, 1, hd) = "
+                       f"{(B, H, 1, hd)}, got {tuple(context.shape)}")
+
+    def context_values():
+        context_shape()
+        if close(context, expected_context, atol=1e-5):
+            return
+        only_cache = torch.softmax(query @ cache_keys.transpose(-2, -1) / math.sqrt(hd), -1) @ cache_values
+        wrong = [
+            (only_cache, "the new token does not attend to itself: attend over the cache AND the "
+             "new key/value (concatenate first, then attend)"),
+            (torch.softmax(query @ expected_keys.transpose(-2, -1), -1) @ expected_values,
+             "the scores are not scaled: divide them by sqrt(head_dim) before the softmax"),
+            (new_value.expand_as(context), "the new token attends only to itself; it must see every "
+             "cached token too. If you used F.scaled_dot_product_attention(..., is_causal=True): "
+             "with one query and t + 1 keys its mask is aligned top-left and hides almost "
+             "everything, so call it without is_causal (the new token may see all earlier tokens)"),
+            (cache_values[..., :1, :], "the query sees only the first key: "
+             "F.scaled_dot_product_attention(..., is_causal=True) aligns its mask top-left, which "
+             "is wrong for one query and t + 1 keys; drop is_causal (the new token may see all "
+             "earlier tokens)"),
+            (torch.softmax(query @ expected_keys.transpose(-2, -1) / math.sqrt(hd), -2) @ expected_values,
+             "the softmax runs over the wrong dimension: normalise over the keys, dim=-1"),
+        ]
+        for candidate, hint in wrong:
+            if close(context, candidate, atol=1e-5):
+                raise Hint(hint)
+        raise Hint("the context differs from softmax(q k^T / sqrt(hd)) @ v over all t + 1 tokens")
+
+    def empty_cache():
+        empty = torch.zeros(B, H, 0, hd)
+        got_context, got_keys, _ = _unpack(decode_step(query, new_key, new_value, empty, empty))
+        if got_keys.shape != (B, H, 1, hd) or not close(got_context, new_value, atol=1e-5):
+            raise Hint("with an empty cache (t = 0) the first token attends only to itself, so "
+                       "its context equals its value; make the code work for cache tensors of "
+                       "shape (B, H, 0, hd)")
+
+    def matches_full_attention():
+        T = 6
+        queries, all_keys, all_values = (_tensors(1, 2, T, hd, seed=s) for s in (6, 7, 8))
+        hide = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+        scores = (queries @ all_keys.transpose(-2, -1)).masked_fill(hide, float("-inf"))
+        full = torch.softmax(scores / math.sqrt(hd), dim=-1) @ all_values
+        cached_k = cached_v = torch.zeros(1, 2, 0, hd)
+        for position in range(T):
+            step = slice(position, position + 1)
+            ctx, cached_k, cached_v = _unpack(decode_step(
+                queries[..., step, :], all_keys[..., step, :], all_values[..., step, :], cached_k, cached_v))
+            if not close(ctx, full[..., step, :], atol=1e-5):
+                raise Hint(f"decoding token by token differs from full causal attention at position "
+                           f"{position}: pass the returned keys and values back in as the next cache")
+
+    def inputs_untouched():
+        decode_step(*inputs)
+        if not all(torch.equal(a, b) for a, b in zip(inputs, originals)):
+            raise Hint("your function changed its input tensors in place; return new tensors")
+
+    return [
+        ("the cache grows by one token", cache_grows),
+        ("old tokens first, then the new one", cache_order),
+        ("the context has shape (B, H, 1, hd)", context_shape),
+        ("the context attends over all t + 1 tokens", context_values),
+        ("works with an empty cache", empty_cache),
+        ("token by token equals full causal attention", matches_full_attention),
+        ("leaves the inputs unchanged", inputs_untouched),
+    ]
