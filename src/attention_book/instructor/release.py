@@ -1,0 +1,217 @@
+"""``attention-book release``: the student edition of every chapter notebook.
+
+For each notebook in ``_toc.yml``:
+
+* solution code (between ``# BEGIN SOLUTION`` and ``# END SOLUTION``) becomes
+  ``raise NotImplementedError("<label>: replace this line with your code")`` at the same indent;
+* solution dropdowns (``{solution}``, ``{solution-start}`` ... ``{solution-end}``) and cells tagged
+  ``book-only`` are dropped; outputs and execution counts are cleared;
+* book-only MyST becomes plain Markdown (exercises read "**Exercise 1.2 (ex-01-positions): Title**"
+  followed by a blockquote; admonitions become quotes; ``{ref}`` roles become text);
+* the self-check cells stay, and a short "student edition" note follows the setup cell.
+
+The release folder gets a ``README.md`` (notebooks, exercises, Colab links) and a zip of it all.
+The output is deterministic: the same sources give the same bytes.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import shutil
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import List, Optional
+
+from .course import Course, dumps_notebook
+from .markup import Chapter, ConvertContext, cell_tags, cell_text, convert_markdown, strip_solution
+
+__all__ = ["build_release", "release_notebook", "ReleaseReport", "ZIP_NAME", "MARKER"]
+
+ZIP_NAME = "attention-book-student-release.zip"
+MARKER = ".attention-book-release"
+ZIP_DATE = (2020, 1, 1, 0, 0, 0)
+
+NOTICE = (
+    "> **Student edition.** The solutions are removed. In each exercise, replace the line "
+    "`raise NotImplementedError(...)` with your code, run the cell, then run the self-check cell "
+    "below it: it tells you what passed and gives a hint for what did not. Run the setup cell "
+    "above first (in Colab it installs the course package)."
+)
+
+
+@dataclass
+class ReleaseReport:
+    out: Path
+    notebooks: List[str] = field(default_factory=list)
+    exercises: int = 0
+    seconds: float = 0.0
+    zip_path: Optional[Path] = None
+
+
+def _set_source(cell, text: str) -> None:
+    cell["source"] = text.splitlines(keepends=True)
+
+
+def release_notebook(nb, chapter: Chapter, ctx: ConvertContext, version: str = ""):
+    """Return the student edition of a (source) notebook."""
+    nb = copy.deepcopy(nb)
+    cells = []
+    notice_added = False
+    for index, cell in enumerate(nb["cells"]):
+        role = chapter.roles.get(index)
+        tags = cell_tags(cell)
+        if role == "drop" or "book-only" in tags:
+            continue
+        new = {"cell_type": cell["cell_type"], "id": cell.get("id") or f"{chapter.stem[:2]}-{index:03d}",
+               "metadata": {}, "source": []}
+        keep_tags = [t for t in tags if t != "solution"]
+        if keep_tags:
+            new["metadata"]["tags"] = keep_tags
+        label = chapter.cell_exercise.get(index)
+        if role in ("answer", "check") and label:
+            new["metadata"]["attention_book"] = {"exercise": label, "role": role}
+        elif role == "exercise":
+            exercise = next(ex for ex in chapter.exercises if ex.cell == index)
+            new["metadata"]["attention_book"] = {"exercise": exercise.label, "role": "exercise"}
+        text = cell_text(cell)
+        if cell["cell_type"] == "markdown":
+            _set_source(new, convert_markdown(text, ctx))
+        elif cell["cell_type"] == "code":
+            if role == "answer":
+                text = strip_solution(text, label, f"{chapter.path}, cell {index + 1}")
+            _set_source(new, text)
+            new["outputs"] = []
+            new["execution_count"] = None
+        else:
+            _set_source(new, text)
+        cells.append(new)
+        if role == "exercise" and exercise.kind == "written":
+            cells.append({"cell_type": "markdown", "id": f"{new['id']}-answer",
+                          "metadata": {"attention_book": {"exercise": exercise.label, "role": "answer"}},
+                          "source": ["**Your answer:** (double-click to write here)"]})
+        if cell["cell_type"] == "code" and not notice_added:
+            cells.append({"cell_type": "markdown", "id": f"{chapter.stem[:2]}-release",
+                          "metadata": {}, "source": NOTICE.splitlines(keepends=True)})
+            notice_added = True
+    meta = {key: nb["metadata"][key] for key in ("kernelspec", "language_info") if key in nb["metadata"]}
+    meta["attention_book"] = {
+        "edition": "student",
+        "source": chapter.path,
+        "exercises": [ex.label for ex in chapter.exercises],
+    }
+    if version:
+        meta["attention_book"]["version"] = version
+    return {"cells": cells, "metadata": meta, "nbformat": 4, "nbformat_minor": 5}
+
+
+def _readme(course: Course, chapters: List[Chapter], branch: str) -> str:
+    url = course.repository_url()
+    colab = ""
+    if url.startswith("https://github.com/"):
+        colab = "https://colab.research.google.com/github/" + url[len("https://github.com/"):]
+    lines = [
+        "# Self-attention from scratch: student notebooks",
+        "",
+        "These are the chapters of the course with the exercise solutions removed.",
+        "",
+        "**How to work on a chapter**",
+        "",
+        "1. Open the notebook in Colab (links below) or in Jupyter (`pip install jupyterlab`, then "
+        "`jupyter lab`).",
+        "2. Run the first cell: it installs the course package when it is missing and picks the device.",
+        "3. In each exercise, replace `raise NotImplementedError(...)` with your code and run the "
+        "self-check cell below it. It tells you what passed and gives hints for what did not.",
+        "4. Save the notebook (in Colab: File > Download > Download .ipynb) and hand it in "
+        "as your instructor asks.",
+        "",
+        "| chapter | notebook | exercises | open |",
+        "|---|---|---|---|",
+    ]
+    for chapter in chapters:
+        labels = ", ".join(f"`{ex.label}`" for ex in chapter.exercises) or "-"
+        link = f"[Colab]({colab}/blob/{branch}/{chapter.path})" if colab else "-"
+        lines.append(f"| {chapter.title or chapter.stem} | [{chapter.path}]({chapter.path}) | {labels} | {link} |")
+    lines += [
+        "",
+        f"The Colab links work once this folder is published as the `{branch}` branch of "
+        f"{url or 'the course repository'} (see the book's page *For instructors*).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _write_zip(folder: Path, files: List[str], target: Path) -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        for rel in sorted(files):
+            info = zipfile.ZipInfo(f"attention-book-release/{rel}", date_time=ZIP_DATE)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, (folder / rel).read_bytes(), compresslevel=9)
+    target.write_bytes(buffer.getvalue())
+
+
+def _prepare_out(out: Path) -> None:
+    if out.exists():
+        if not out.is_dir():
+            raise FileExistsError(f"{out} exists and is not a folder: choose another --out")
+        if any(out.iterdir()) and not (out / MARKER).exists():
+            raise FileExistsError(
+                f"{out} is not empty and was not written by `attention-book release`: "
+                "choose an empty or new folder for --out"
+            )
+
+
+def build_release(course: Course, out: Path, branch: str = "release") -> ReleaseReport:
+    """Write the student release of ``course`` to ``out`` (replacing an earlier release there)."""
+    import nbformat
+
+    from .. import __version__
+
+    started = time.perf_counter()
+    out = Path(out).resolve()
+    _prepare_out(out)
+    ctx = course.context()
+    report = ReleaseReport(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".release-", dir=out.parent))
+    try:
+        written: List[str] = []
+        for chapter in course.chapters:
+            nb = nbformat.read(str(course.root / chapter.path), as_version=4)
+            ctx.images.clear()
+            student = release_notebook(nb, chapter, ctx, __version__)
+            target = staging / chapter.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(dumps_notebook(student), encoding="utf-8")
+            written.append(chapter.path)
+            report.notebooks.append(chapter.path)
+            report.exercises += len(chapter.exercises)
+            for image in sorted(set(ctx.images)):  # local figures the Markdown points at
+                if "://" in image or image.startswith("data:"):
+                    continue
+                rel = PurePosixPath(chapter.path).parent / image
+                source = (course.root / rel).resolve()
+                if source.is_file() and course.root in source.parents:
+                    rel_path = source.relative_to(course.root).as_posix()
+                    (staging / rel_path).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(source, staging / rel_path)
+                    written.append(rel_path)
+        (staging / "README.md").write_text(_readme(course, course.chapters, branch), encoding="utf-8")
+        written.append("README.md")
+        _write_zip(staging, sorted(set(written)), staging / ZIP_NAME)
+        (staging / MARKER).write_text("written by `attention-book release`; safe to delete\n")
+        if out.exists():
+            shutil.rmtree(out)
+        staging.chmod(0o755)
+        staging.rename(out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    report.zip_path = out / ZIP_NAME
+    report.seconds = time.perf_counter() - started
+    return report

@@ -1,0 +1,292 @@
+"""The autograder (`attention-book grade`), the points file and the "For instructors" page.
+
+The reliability tests grade small synthetic notebooks (the toy course of test_release.py) that
+raise, loop forever, print megabytes, delete their files, crash the kernel or are no notebook at
+all; one test grades the real chapter 1 (solutions -> full marks, release -> zero).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell
+
+from attention_book.cli import main, points_table, update_page
+from attention_book.instructor.course import Course, collect_hidden_tests
+from attention_book.instructor.grade import CSV_COLUMNS, GradeOptions, grade_folder, read_grades, score_exercise
+from attention_book.instructor.markup import NOT_IMPLEMENTED
+from attention_book.instructor.release import build_release
+from test_release import make_toy_course
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def read_rows(csv_path: Path):
+    assert csv_path.read_text().splitlines()[0] == ",".join(CSV_COLUMNS)
+    return read_grades(csv_path)
+
+
+def answer(nb, label: str, body: str):
+    """A student's answer: the release's `raise NotImplementedError` line replaced by ``body``."""
+    line = NOT_IMPLEMENTED.format(label=label)
+    for cell in nb.cells:
+        if line in cell.source:
+            indent = cell.source.split(line)[0].split("\n")[-1]
+            cell.source = cell.source.replace(indent + line, "\n".join(indent + b for b in body.split("\n")))
+            return nb
+    raise AssertionError(f"no answer cell for {label}")
+
+
+def insert_after(nb, needle: str, source: str):
+    """Insert a code cell after the first cell that starts with ``needle``."""
+    index = next(i for i, c in enumerate(nb.cells) if c.source.startswith(needle))
+    nb.cells.insert(index + 1, new_code_cell(source))
+    return nb
+
+
+# ------------------------------------------------------------------------------------------------ scoring
+
+
+def test_score_partial_credit_and_messages():
+    public = {"passed": ["a", "b"], "failed": [["c", "use dim=-1"]], "not_implemented": False}
+    hidden = [{"name": "big", "weight": 1.0, "passed": True, "hint": "", "not_implemented": False}]
+    points, message = score_exercise({"public": public, "hidden": hidden}, 2)
+    assert points == 1.5 and message == "3/4 checks passed; c: use dim=-1"
+    full = {"passed": ["a"], "failed": [], "not_implemented": False}
+    assert score_exercise({"public": full, "hidden": hidden}, 3) == (3, "all 2 checks passed")
+    todo = {"passed": [], "failed": [["a", "not implemented yet"]], "not_implemented": True}
+    points, message = score_exercise({"public": todo, "hidden": []}, 2)
+    assert points == 0 and message.startswith("not implemented")
+    assert score_exercise(None, 2, reason="not evaluated: the kernel died") == (0, "not evaluated: the kernel died")
+    points, message = score_exercise({"public": None, "public_error": "the self-check cell raised NameError",
+                                      "hidden": []}, 2)
+    assert points == 0 and "NameError" in message
+
+
+# ------------------------------------------------------------------------------------------------ toy course
+
+
+@pytest.fixture(scope="module")
+def toy_graded(tmp_path_factory):
+    """Grade a folder of tricky submissions to the toy chapter once; the tests read the results."""
+    base = tmp_path_factory.mktemp("toy")
+    root = make_toy_course(base / "book")
+    course = Course.load(root)
+    release = build_release(course, base / "release")
+    student_nb = lambda: nbformat.read(str(release.out / "notebooks/99_toy.ipynb"), as_version=4)  # noqa: E731
+    good = lambda: answer(answer(student_nb(), "ex-99-double", "return 2 * x"),  # noqa: E731
+                          "ex-99-square", "return x * x")
+    subs = base / "submissions"
+    subs.mkdir()
+    shutil.copy(root / "notebooks/99_toy.ipynb", subs / "solution.ipynb")
+    shutil.copy(release.out / "notebooks/99_toy.ipynb", subs / "untouched.ipynb")
+    notebooks = {
+        "partial": answer(answer(student_nb(), "ex-99-double", "return 2 * abs(x)"),
+                          "ex-99-square", "return x * x if x < 1000 else 0"),
+        "raises": insert_after(good(), "# Setup", 'raise RuntimeError("boom")'),
+        "loops": insert_after(good(), "check_double(double)", "while True:\n    pass"),
+        "stubborn": insert_after(good(), "# Setup", "import time\nwhile True:\n    try:\n        time.sleep(0.1)\n"
+                                 "    except KeyboardInterrupt:\n        pass"),
+        "chatty": insert_after(good(), "# Setup", "print('x' * 5_000_000)\nfor i in range(100_000):\n    print(i)"),
+        "vandal": insert_after(good(), "# Setup", "import glob, os\nfor p in glob.glob('*'):\n    os.remove(p)\n"
+                               "os.chdir('/')"),
+        "crash": insert_after(good(), "check_double(double)", "import os\nos._exit(1)"),
+    }
+    stripped = good()  # Colab-like: cell metadata lost, the check cell of square deleted
+    for cell in stripped.cells:
+        cell.metadata = {}
+    stripped.metadata = {}
+    stripped.cells = [c for c in stripped.cells if c.source != "check_square(square)"]
+    notebooks["no-metadata"] = stripped
+    slow = answer(answer(student_nb(), "ex-99-double", "return 2 * x"), "ex-99-square", "while True:\n    pass")  # only the grader's check calls it
+    slow.cells = [c for c in slow.cells if c.source != "check_square(square)"]
+    notebooks["slow-check"] = slow
+    for name, nb in notebooks.items():
+        nbformat.write(nb, str(subs / f"{name}.ipynb"))
+    (subs / "garbage.ipynb").write_text("this is not json")
+    (subs / "photo.png").write_bytes(bytes(range(256)) * 4)
+    before = {p.name: digest(p) for p in subs.iterdir()}
+    options = GradeOptions(timeout=25, check_timeout=10, jobs=2, quiet=True)
+    report = grade_folder(course, subs, base / "grades", options)
+    return {"course": course, "subs": subs, "out": base / "grades", "report": report, "before": before,
+            "rows": read_rows(base / "grades" / "grades.csv"), "options": options}
+
+
+@pytest.mark.slow
+def test_every_student_is_scored_and_files_are_untouched(toy_graded):
+    rows, report = toy_graded["rows"], toy_graded["report"]
+    students = sorted({s for s, _ in rows})
+    assert students == sorted(["solution", "untouched", "partial", "raises", "loops", "stubborn", "chatty",
+                               "vandal", "crash", "no-metadata", "slow-check", "garbage", "photo"])
+    for student in students:  # the written exercise (0 points) is left out
+        assert {e for s, e in rows if s == student} == {"ex-99-double", "ex-99-square"}
+        assert rows[(student, "ex-99-double")][1] == 2 and rows[(student, "ex-99-square")][1] == 1
+    after = {p.name: digest(p) for p in toy_graded["subs"].iterdir()}
+    assert after == toy_graded["before"] and report.modified == []
+    summary = (toy_graded["out"] / "summary.md").read_text()
+    assert "| solution | 3 | 3 | 100 |" in summary and "| ex-99-double |" in summary
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("student", ["solution", "raises", "chatty", "vandal", "no-metadata"])
+def test_full_marks(toy_graded, student):
+    rows = toy_graded["rows"]
+    assert rows[(student, "ex-99-double")][:2] == (2, 2), rows[(student, "ex-99-double")]
+    assert rows[(student, "ex-99-square")] == (1, 1, "all 2 checks passed")
+
+
+@pytest.mark.slow
+def test_untouched_release_scores_zero(toy_graded):
+    for label in ("ex-99-double", "ex-99-square"):
+        points, _, message = toy_graded["rows"][("untouched", label)]
+        assert points == 0 and message.startswith("not implemented")
+
+
+@pytest.mark.slow
+def test_wrong_answers_get_partial_credit_with_hints(toy_graded):
+    rows = toy_graded["rows"]
+    assert rows[("partial", "ex-99-double")] == (1, 2, "1/2 checks passed; negative numbers: double(-3) "
+                                                 "should be -6: do not take the absolute value")
+    points, _, message = rows[("partial", "ex-99-square")]
+    assert points == 0.5 and "hidden test 'large numbers': square(10**6) should be 10**12" in message
+
+
+@pytest.mark.slow
+def test_broken_submissions_score_zero_with_the_reason(toy_graded):
+    rows = toy_graded["rows"]
+    # an endless loop after the first exercise: the first still counts
+    assert rows[("loops", "ex-99-double")][0] == 2
+    assert rows[("loops", "ex-99-square")][0] == 0 and "time limit" in rows[("loops", "ex-99-square")][2]
+    # a loop that swallows the interrupt: nothing runs after it, grading goes on
+    for label in ("ex-99-double", "ex-99-square"):
+        assert rows[("stubborn", label)][0] == 0 and "time limit" in rows[("stubborn", label)][2]
+    # the grader's own check of an answer that never returns is interrupted; the rest counts
+    assert rows[("slow-check", "ex-99-double")][0] == 2
+    points, _, message = rows[("slow-check", "ex-99-square")]
+    assert points == 0 and "time limit" in message, message
+    # the kernel dies after the first exercise
+    assert rows[("crash", "ex-99-double")][0] == 2
+    assert rows[("crash", "ex-99-square")][0] == 0 and "kernel died" in rows[("crash", "ex-99-square")][2]
+    for student in ("garbage", "photo"):
+        assert rows[(student, "ex-99-double")][0] == 0
+        assert rows[(student, "ex-99-double")][2].startswith("not a notebook")
+
+
+@pytest.mark.slow
+def test_output_is_capped_in_the_executed_copy(toy_graded):
+    executed = toy_graded["out"] / "executed" / "chatty.ipynb"
+    assert executed.stat().st_size < 200_000
+    assert "[autograder: output truncated]" in executed.read_text()
+
+
+@pytest.mark.slow
+def test_rerun_resumes_without_losing_scores(toy_graded, tmp_path):
+    out, subs, course = toy_graded["out"], toy_graded["subs"], toy_graded["course"]
+    csv_before = (out / "grades.csv").read_bytes()
+    # a run interrupted after some students: their records survive, grades.csv may be stale
+    (out / "records" / "garbage.json").unlink()
+    (out / "grades.csv").write_text("student,exercise\n")
+    report = grade_folder(course, subs, out, toy_graded["options"])
+    assert report.graded == ["garbage"] and len(report.skipped) == 12
+    assert (out / "grades.csv").read_bytes() == csv_before
+    # --force regrades (on a folder without kernels to start, to stay fast)
+    only = tmp_path / "only"
+    only.mkdir()
+    shutil.copy(subs / "garbage.ipynb", only / "garbage.ipynb")
+    first = grade_folder(course, only, tmp_path / "g", toy_graded["options"])
+    again = grade_folder(course, only, tmp_path / "g", toy_graded["options"])
+    forced = grade_folder(course, only, tmp_path / "g", GradeOptions(force=True, quiet=True))
+    assert (first.graded, again.graded, again.skipped, forced.graded) == (["garbage"], [], ["garbage"], ["garbage"])
+    # a changed submission (same name) is graded again
+    (only / "garbage.ipynb").write_text("still not json")
+    assert grade_folder(course, only, tmp_path / "g", toy_graded["options"]).graded == ["garbage"]
+
+
+def test_grade_refuses_to_write_into_the_submissions(tmp_path):
+    root = make_toy_course(tmp_path / "book")
+    (tmp_path / "subs").mkdir()
+    with pytest.raises(ValueError, match="inside the submissions folder"):
+        grade_folder(Course.load(root), tmp_path / "subs", tmp_path / "subs" / "grades")
+
+
+# ------------------------------------------------------------------------------------------------ chapter 1
+
+
+@pytest.mark.slow
+def test_chapter_1_solutions_full_marks_release_zero(tmp_path):
+    course = Course.load(ROOT)
+    chapter = next(c for c in course.chapters if c.number == 1)
+    release = build_release(course, tmp_path / "release")
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy(ROOT / chapter.path, subs / "solutions.ipynb")
+    shutil.copy(release.out / chapter.path, subs / "release.ipynb")
+    wrong = nbformat.read(str(release.out / chapter.path), as_version=4)
+    answer(wrong, "ex-01-positions",
+           "return token_embeddings + position_embedding(torch.arange(1, token_embeddings.shape[1] + 1))")
+    # and the cell importing the checks module is gone: the grader's own check still runs
+    wrong.cells = [c for c in wrong.cells if "from attention_book.checks import" not in c.source]
+    nbformat.write(wrong, str(subs / "off-by-one.ipynb"))
+    grade_folder(course, subs, tmp_path / "grades", GradeOptions(timeout=120, jobs=2, quiet=True))
+    rows = read_rows(tmp_path / "grades" / "grades.csv")
+    coded = [ex.label for ex in chapter.exercises if course.points_for(ex.label) > 0]
+    assert coded and {e for s, e in rows if s == "solutions"} == set(coded)
+    for label in coded:
+        points, top, message = rows[("solutions", label)]
+        assert points == top > 0, (label, message)
+        points, top, message = rows[("release", label)]
+        assert points == 0 and message.startswith("not implemented"), (label, message)
+    points, top, message = rows[("off-by-one", "ex-01-positions")]
+    assert 0 < points < top and "positions start at 1" in message
+    # the release runs top to bottom in a fresh kernel: the only errors are the exercises' stubs
+    executed = nbformat.read(str(tmp_path / "grades" / "executed" / "release.ipynb"), as_version=4)
+    errors = [o.ename for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert set(errors) <= {"NotImplementedError"}, errors
+
+
+# ------------------------------------------------------------------------------------------------ points, docs
+
+
+def test_every_exercise_has_points_and_a_way_to_be_graded():
+    course = Course.load(ROOT)
+    assert list(course.exercises()), "no exercises found in the chapters of _toc.yml"
+    assert course.problems() == []
+
+
+def test_hidden_tests_load_and_name_real_exercises():
+    course = Course.load(ROOT)
+    hidden = collect_hidden_tests(course.hidden_dir)
+    labels = {ex.label for ex in course.exercises()}
+    assert hidden and set(hidden) <= labels
+    assert not (ROOT / "src" / "attention_book" / "hidden_tests").exists()
+
+
+def test_instructor_page_points_table_is_in_sync():
+    course = Course.load(ROOT)
+    page = ROOT / "book" / "for_instructors.md"
+    assert update_page(page, points_table(course), write=False), (
+        "the points table on book/for_instructors.md is out of date: run "
+        "`.venv/bin/attention-book exercises --write-table`")
+
+
+def test_exercises_command_reports_problems(tmp_path, capsys):
+    root = make_toy_course(tmp_path / "book", points="ex-99-double = 2\nex-99-square = 1\n")
+    (root / "book" / "for_instructors.md").write_text(
+        "# For instructors\n\n% points-table:start (generated by `attention-book exercises --write-table`)\n"
+        "% points-table:end\n")
+    assert main(["exercises", "--root", str(root)]) == 1
+    err = capsys.readouterr().err
+    assert "ex-99-why" in err and "out of date" in err
+    (root / "instructor" / "points.toml").write_text("[points]\nex-99-double = 2\nex-99-square = 1\nex-99-why = 0\n")
+    assert main(["exercises", "--root", str(root), "--write-table"]) == 0
+    assert main(["exercises", "--root", str(root)]) == 0
+    assert "| `ex-99-square` Square a number | 99 | code | 1 | self-check + 1 hidden tests |" in (
+        root / "book" / "for_instructors.md").read_text()
