@@ -49,7 +49,7 @@ def repository_url() -> str:
 
 
 def execute_notebook(path: Path, cwd: Path = None, timeout: int = 300, kernel_name: str = "python3",
-                     env_updates: dict = None):
+                     env_updates: dict = None, allow_errors: bool = False):
     """Run a notebook top to bottom in a fresh kernel; return (executed notebook, seconds)."""
     import time
 
@@ -57,7 +57,7 @@ def execute_notebook(path: Path, cwd: Path = None, timeout: int = 300, kernel_na
     from nbclient import NotebookClient
 
     notebook = nbformat.read(str(path), as_version=4)
-    client = NotebookClient(notebook, timeout=timeout, kernel_name=kernel_name,
+    client = NotebookClient(notebook, timeout=timeout, kernel_name=kernel_name, allow_errors=allow_errors,
                             resources={"metadata": {"path": str(cwd or path.parent)}})
     saved = {}
     for key, value in (env_updates or {}).items():

@@ -351,7 +351,7 @@ function lossChart(steps, losses, width = 280, height = 110) {
   svg.setAttribute("viewBox", "0 0 " + width + " " + height);
   svg.setAttribute("class", "abx-loss");
   svg.setAttribute("role", "img");
-  const pad = 26;
+  const pad = 36; // room for y labels such as "10.91"
   const lo = Math.min(...losses);
   const hi = Math.max(...losses);
   const first = steps[0];
