@@ -64,3 +64,12 @@ def test_positions_typical_mistakes():
     fixed_length = lambda t, p: t + p(torch.arange(5))  # noqa: E731
     verdict = ch01.positions(fixed_length)
     assert 0 < verdict.score < 1 and "read T from the input shape" in hints(verdict)
+
+
+def test_checks_leave_the_readers_random_state_untouched():
+    torch.manual_seed(42)
+    expected = torch.rand(3)
+    torch.manual_seed(42)
+    ch01.positions(correct_positions)
+    ch01.one_hot_embedding(correct_one_hot)
+    assert torch.equal(torch.rand(3), expected), "a self-check changed the global random state"

@@ -77,10 +77,11 @@ def one_hot_embedding(embed_by_matrix_product):
 
 @register("ex-01-positions", "Add position embeddings to a batch")
 def positions(add_positions):
-    torch.manual_seed(0)
     batch, num_tokens, channels = 2, 5, 3
-    token_embeddings = torch.randn(batch, num_tokens, channels)
-    position_embedding = torch.nn.Embedding(8, channels)
+    with torch.random.fork_rng(devices=[]):  # leave the reader's random state untouched
+        torch.manual_seed(0)
+        token_embeddings = torch.randn(batch, num_tokens, channels)
+        position_embedding = torch.nn.Embedding(8, channels)
     expected = token_embeddings + position_embedding.weight[:num_tokens]
 
     def shape():

@@ -1,0 +1,119 @@
+"""Hidden tests of chapter 2 (instructor only: never copied to the book or the student release).
+
+Format: see attention_book.instructor.hidden (and instructor/README.md). Each test gets the
+student's namespace ``ns`` and raises Hint("what is wrong and how to fix it") when it fails.
+"""
+
+from unittest import mock
+
+import torch
+
+from attention_book.instructor.hidden import Hint, answer, hidden_test
+
+
+def _randn(*shape, seed, dtype=torch.float32):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def _shape(result):
+    return tuple(result.shape) if isinstance(result, torch.Tensor) else type(result).__name__
+
+
+# ---------------------------------------------------------------- ex-02-score-loop
+
+
+@hidden_test("ex-02-score-loop", "built from dot products in loops, not one matrix product")
+def score_loop_uses_loops(ns):
+    scores_by_loop = answer(ns, "scores_by_loop")
+    queries, keys = _randn(3, 4, seed=20), _randn(2, 4, seed=21)
+    original_matmul, original_rmatmul = torch.Tensor.__matmul__, torch.Tensor.__rmatmul__
+
+    def refuse(*args, **kwargs):
+        raise Hint("the exercise asks for two loops of torch.dot(queries[i], keys[j]); a single matrix "
+                   "product (queries @ keys.T, torch.matmul, torch.mm, torch.einsum) skips the point "
+                   "of it: fill the (T_q, T_k) matrix entry by entry")
+
+    def only_vectors(original):
+        def guarded(a, b):  # a @ b of two vectors is a dot product: allowed inside the loops
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() >= 2 and b.dim() >= 2:
+                refuse()
+            return original(a, b)
+        return guarded
+
+    with mock.patch.object(torch.Tensor, "__matmul__", only_vectors(original_matmul)), \
+            mock.patch.object(torch.Tensor, "__rmatmul__", only_vectors(original_rmatmul)), \
+            mock.patch.object(torch, "matmul", only_vectors(torch.matmul)), \
+            mock.patch.object(torch.Tensor, "matmul", only_vectors(torch.Tensor.matmul)), \
+            mock.patch.object(torch, "mm", refuse), mock.patch.object(torch.Tensor, "mm", refuse), \
+            mock.patch.object(torch, "einsum", refuse):
+        result = scores_by_loop(queries, keys)
+    if not isinstance(result, torch.Tensor) or not torch.allclose(result.detach(), queries @ keys.T, atol=1e-5):
+        raise Hint("for 3 queries and 2 keys the result should be the (3, 2) matrix of dot products "
+                   "queries[i] . keys[j]")
+
+
+@hidden_test("ex-02-score-loop", "a single query or a single key (T = 1)")
+def score_loop_single_token(ns):
+    scores_by_loop = answer(ns, "scores_by_loop")
+    for T_q, T_k in ((1, 1), (1, 6), (4, 1)):
+        queries, keys = _randn(T_q, 3, seed=22), _randn(T_k, 3, seed=23)
+        result = scores_by_loop(queries, keys)
+        if not isinstance(result, torch.Tensor) or tuple(result.shape) != (T_q, T_k):
+            raise Hint(f"{T_q} query(s) and {T_k} key(s) must give a ({T_q}, {T_k}) matrix, got "
+                       f"{_shape(result)}: keep both dimensions even when one of them is 1 (no .squeeze())")
+        if not torch.allclose(result.detach(), queries @ keys.T, atol=1e-5):
+            raise Hint(f"for {T_q} query(s) and {T_k} key(s) the values differ from the dot products "
+                       "queries[i] . keys[j]")
+
+
+# ---------------------------------------------------------------- ex-02-projected-scores
+
+
+@hidden_test("ex-02-projected-scores", "a single token (T = 1)")
+def projected_single_token(ns):
+    projected_scores = answer(ns, "projected_scores")
+    inputs, W_query, W_key = _randn(1, 5, seed=24), _randn(5, 3, seed=25), _randn(5, 3, seed=26)
+    result = projected_scores(inputs, W_query, W_key)
+    if not isinstance(result, torch.Tensor) or tuple(result.shape) != (1, 1):
+        raise Hint(f"one token must give a (1, 1) score matrix, got {_shape(result)}: keep both "
+                   "dimensions (no .squeeze(), no .item())")
+    expected = (inputs @ W_query) @ (inputs @ W_key).T
+    if not torch.allclose(result.detach(), expected, atol=1e-5):
+        raise Hint("for one token the score is (x W_q) . (x W_k); your value differs")
+
+
+@hidden_test("ex-02-projected-scores", "gradients reach both W_query and W_key")
+def projected_gradients(ns):
+    projected_scores = answer(ns, "projected_scores")
+    inputs = _randn(4, 3, seed=27)
+    W_query = _randn(3, 2, seed=28).requires_grad_(True)
+    W_key = _randn(3, 2, seed=29).requires_grad_(True)
+    upstream = _randn(4, 4, seed=30)
+    result = projected_scores(inputs, W_query, W_key)
+    if not isinstance(result, torch.Tensor) or result.grad_fn is None:
+        raise Hint("the result is not connected to the weights: keep it a torch computation "
+                   "(no .detach(), .numpy(), .item() or torch.tensor(...))")
+    (result * upstream).sum().backward()
+    reference_q, reference_k = W_query.detach().clone().requires_grad_(), W_key.detach().clone().requires_grad_()
+    (((inputs @ reference_q) @ (inputs @ reference_k).T) * upstream).sum().backward()
+    for name, got, want in (("W_query", W_query.grad, reference_q.grad), ("W_key", W_key.grad, reference_k.grad)):
+        if got is None or not torch.count_nonzero(got):
+            raise Hint(f"no gradient reaches {name}: both projections must stay connected to their "
+                       f"weights (do not .detach() or copy {name} or its projection)")
+        if not torch.allclose(got, want, atol=1e-4):
+            raise Hint(f"the gradient of {name} is wrong: compute (inputs @ W_query) @ (inputs @ W_key).T "
+                       "with plain tensor operations")
+
+
+@hidden_test("ex-02-projected-scores", "float64 inputs stay float64")
+def projected_float64(ns):
+    projected_scores = answer(ns, "projected_scores")
+    inputs = _randn(3, 4, seed=31, dtype=torch.float64)
+    W_query, W_key = _randn(4, 5, seed=32, dtype=torch.float64), _randn(4, 5, seed=33, dtype=torch.float64)
+    result = projected_scores(inputs, W_query, W_key)
+    if not isinstance(result, torch.Tensor) or result.dtype != torch.float64:
+        dtype = result.dtype if isinstance(result, torch.Tensor) else type(result).__name__
+        raise Hint(f"float64 inputs must give float64 scores, got {dtype}: do not convert with .float() "
+                   "or build a new tensor; the matrix products keep the dtype by themselves")
+    if not torch.allclose(result.detach(), (inputs @ W_query) @ (inputs @ W_key).T, atol=1e-10):
+        raise Hint("in float64 the scores differ from (inputs @ W_query) @ (inputs @ W_key).T")

@@ -1,0 +1,135 @@
+"""Hidden tests of chapter 5 (instructor only: never copied to the book or the student release).
+
+Format: see attention_book.instructor.hidden (and instructor/README.md). Each test gets the
+student's namespace ``ns`` and raises Hint("what is wrong and how to fix it") when it fails.
+"""
+
+import torch
+from torch import nn
+
+from attention_book.instructor.hidden import Hint, answer, hidden_test
+from attention_book.masks import causal_mask
+from attention_book.multihead import MultiHeadAttention
+
+
+def _numbered(*shape, dtype=torch.float32):
+    count = 1
+    for size in shape:
+        count *= size
+    return torch.arange(count, dtype=dtype).view(*shape)
+
+
+def _shape(result):
+    return tuple(result.shape) if isinstance(result, torch.Tensor) else type(result).__name__
+
+
+# ---------------------------------------------------------------- ex-05-split-heads
+
+
+def _check_split_merge(split_heads, merge_heads, B, T, H, hd, dtype=torch.float32):
+    x = _numbered(B, T, H * hd, dtype=dtype)
+    heads = split_heads(x, H)
+    if not isinstance(heads, torch.Tensor) or tuple(heads.shape) != (B, H, T, hd):
+        raise Hint(f"split_heads of x with shape {(B, T, H * hd)} and num_heads={H} should return "
+                   f"{(B, H, T, hd)}, got {_shape(heads)}: read every size from x.shape and num_heads "
+                   "(no .squeeze(), no sizes from global variables)")
+    if not torch.equal(heads, x.view(B, T, H, hd).transpose(1, 2)):
+        raise Hint(f"for x of shape {(B, T, H * hd)} head h must hold columns h*{hd}:(h+1)*{hd} of every token")
+    merged = merge_heads(heads)
+    if not isinstance(merged, torch.Tensor) or tuple(merged.shape) != (B, T, H * hd):
+        raise Hint(f"merge_heads of a {(B, H, T, hd)} tensor should return {(B, T, H * hd)}, got "
+                   f"{_shape(merged)}: compute num_heads * head_dim from heads.shape, not from a global d_out")
+    if not torch.equal(merged, x):
+        raise Hint(f"merge_heads(split_heads(x)) should give back x for x of shape {(B, T, H * hd)}")
+    if merged.dtype != dtype:
+        raise Hint(f"the dtype changed from {dtype} to {merged.dtype}: view and transpose keep it")
+
+
+@hidden_test("ex-05-split-heads", "one sequence of one token (B = T = 1)")
+def split_single_token(ns):
+    split_heads, merge_heads = answer(ns, "split_heads"), answer(ns, "merge_heads")
+    _check_split_merge(split_heads, merge_heads, B=1, T=1, H=3, hd=2)
+    _check_split_merge(split_heads, merge_heads, B=1, T=4, H=2, hd=5)
+
+
+@hidden_test("ex-05-split-heads", "one head, head_dim 1 and float64")
+def split_edge_widths(ns):
+    split_heads, merge_heads = answer(ns, "split_heads"), answer(ns, "merge_heads")
+    _check_split_merge(split_heads, merge_heads, B=3, T=2, H=1, hd=6, dtype=torch.float64)
+    _check_split_merge(split_heads, merge_heads, B=2, T=3, H=4, hd=1, dtype=torch.float64)
+
+
+@hidden_test("ex-05-split-heads", "gradients flow through split and merge")
+def split_gradients(ns):
+    split_heads, merge_heads = answer(ns, "split_heads"), answer(ns, "merge_heads")
+    x = torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(5)).requires_grad_(True)
+    upstream = torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(6))
+    merged = merge_heads(split_heads(x, 4))
+    if not isinstance(merged, torch.Tensor) or merged.grad_fn is None:
+        raise Hint("merge_heads(split_heads(x)) is cut off from x (no grad_fn): use view/transpose/reshape "
+                   "on the tensor itself, not torch.tensor(...), .tolist(), .numpy() or .detach()")
+    (merged * upstream).sum().backward()
+    if x.grad is None or not torch.equal(x.grad, upstream):
+        raise Hint("the gradient through split_heads and merge_heads should reach x unchanged (they only "
+                   "move numbers around): use view and transpose on x itself")
+
+
+# ---------------------------------------------------------------- ex-05-torch-twin
+
+
+def _ours(d, num_heads, qkv_bias, causal, seed):
+    with torch.random.fork_rng(devices=[]):  # leave the notebook's random state alone
+        torch.manual_seed(seed)
+        mha = MultiHeadAttention(d, d, 8, 0.0, num_heads=num_heads, qkv_bias=qkv_bias, causal=causal)
+        with torch.no_grad():  # clearly non-zero biases, so a forgotten copy shows
+            for parameter in mha.parameters():
+                if parameter.dim() == 1:
+                    parameter.normal_()
+    return mha.eval()
+
+
+def _theirs(to_torch_attention, mha):
+    with torch.random.fork_rng(devices=[]):  # building their module draws random numbers
+        theirs = to_torch_attention(mha)
+    if not isinstance(theirs, nn.MultiheadAttention):
+        raise Hint(f"return a torch.nn.MultiheadAttention, got {type(theirs).__name__}")
+    return theirs.eval()
+
+
+@hidden_test("ex-05-torch-twin", "other sizes: 12 features with 3 or 4 heads, T = 1 and T = 5")
+def twin_other_sizes(ns):
+    to_torch_attention = answer(ns, "to_torch_attention")
+    for num_heads, qkv_bias, causal, T in ((3, True, True, 5), (4, False, False, 1), (4, True, True, 1)):
+        mha = _ours(12, num_heads, qkv_bias, causal, seed=7 + num_heads)
+        theirs = _theirs(to_torch_attention, mha)
+        if theirs.embed_dim != 12 or theirs.num_heads != num_heads:
+            raise Hint(f"for a MultiHeadAttention with d_out=12 and {num_heads} heads your module has "
+                       f"embed_dim={theirs.embed_dim}, num_heads={theirs.num_heads}: take both from "
+                       "mha.d_out and mha.num_heads, do not hard-code them")
+        x = torch.randn(3, T, 12, generator=torch.Generator().manual_seed(T))
+        with torch.no_grad():
+            expected = mha(x)
+            got = theirs(x, x, x, attn_mask=causal_mask(T) if causal else None, need_weights=False)[0]
+        if not torch.allclose(got, expected, atol=1e-5):
+            raise Hint(f"outputs differ for d_out=12, {num_heads} heads, qkv_bias={qkv_bias}, causal={causal}, "
+                       f"T={T}: copy every weight and bias of the query, key, value and output projections")
+
+
+@hidden_test("ex-05-torch-twin", "our module is left unchanged and no tensor is shared")
+def twin_independent(ns):
+    to_torch_attention = answer(ns, "to_torch_attention")
+    mha = _ours(8, 2, True, False, seed=13)
+    before = {name: p.detach().clone() for name, p in mha.named_parameters()}
+    theirs = _theirs(to_torch_attention, mha)
+    for name, parameter in mha.named_parameters():
+        if not torch.equal(parameter.detach(), before[name]):
+            raise Hint(f"to_torch_attention changed our module's {name}: copy from mha into the new "
+                       "nn.MultiheadAttention (torch_mha....copy_(mha....)), never the other way")
+    with torch.no_grad():
+        for parameter in theirs.parameters():
+            parameter.add_(1.0)
+    for name, parameter in mha.named_parameters():
+        if not torch.equal(parameter.detach(), before[name]):
+            raise Hint(f"changing the returned module changed our {name}: it shares that tensor (assigning "
+                       "a Parameter or module, e.g. torch_mha.out_proj.bias = mha.out_proj.bias); copy the "
+                       "values with .copy_(...) inside torch.no_grad()")
