@@ -1,6 +1,5 @@
 """Chapter 8 self-checks: right answers pass, typical wrong answers get their specific hint."""
 
-import torch
 import torch.nn.functional as F
 
 from attention_book.checks import ch08

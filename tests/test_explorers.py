@@ -18,8 +18,6 @@ import torch
 from attention_book.data import journey_inputs
 from attention_book.explorers import (
     DkExplorer,
-    HeadsExplorer,
-    MaskExplorer,
     TrainingPlayback,
     demo_training,
     demo_weights,
