@@ -17,7 +17,7 @@ help:
 	@echo "make book     build the site into $(BUILD)/html (notebooks executed)"
 	@echo "make test     run the whole test suite (sets up venv, Chromium, MathJax copy)"
 	@echo "make serve    serve the built site on http://localhost:8000"
-	@echo "make lab      open JupyterLab on notebooks/"
+	@echo "make lab      open JupyterLab on notebooks/ (MyST exercises and dropdowns via jupyterlab-myst)"
 	@echo "make bench    measure build/notebook/explorer/training speed, tables in $(BUILD)/bench"
 	@echo "make release  student release (no solutions) in $(BUILD)/release"
 	@echo "make grade SUBMISSIONS=folder   grade submitted notebooks into $(BUILD)/grades"

@@ -102,3 +102,75 @@ def open_recorded_page(browser, url: str, mathjax_dir: Path, wait_for_math: bool
             "? MathJax.startup.promise : null"
         )
     return page
+
+
+# --------------------------------------------------------------------------- site checks
+# Shared by tests/test_site.py and tools/site_report.py (which prints them per page).
+
+AXE_JS = ROOT / ".cache" / "npm" / "node_modules" / "axe-core" / "axe.min.js"
+PHONE = {"width": 390, "height": 844}
+LAPTOP = {"width": 1280, "height": 900}
+
+OVERFLOW_JS = """() => {
+    // px a block would need to scroll sideways: code (cell inputs and code blocks) and outputs
+    const worst = (selector, outputs) => Math.max(0, ...[...document.querySelectorAll(selector)]
+        .filter((e) => e.offsetParent !== null && Boolean(e.closest(".cell_output")) === outputs)
+        .map((e) => e.scrollWidth - e.clientWidth));
+    return { code: worst("article pre", false), output: worst("article pre", true) };
+}"""
+
+CODE_COLUMN_JS = """() => {
+    // how many monospace characters fit on one line of a code cell
+    const pre = document.querySelector("article div.cell_input pre");
+    if (!pre) return null;
+    const probe = document.createElement("span");
+    probe.textContent = "x".repeat(100);
+    pre.append(probe);
+    const charWidth = probe.getBoundingClientRect().width / 100;
+    probe.remove();
+    const style = getComputedStyle(pre);
+    return (pre.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight)) / charWidth;
+}"""
+
+IMAGES_JS = """() => [...document.querySelectorAll("main img")].map((img) => {
+    const figure = img.closest("figure");
+    const caption = figure && figure.querySelector("figcaption");
+    return { src: img.getAttribute("src"), alt: img.getAttribute("alt"),
+             caption: caption ? caption.innerText.trim() : null, inOutput: Boolean(img.closest(".cell_output")) };
+})"""
+
+
+def set_theme(page, theme: str) -> None:
+    """pydata-sphinx-theme's light/dark switch: the data-theme attribute of <html>."""
+    page.evaluate("(theme) => { document.documentElement.dataset.theme = theme; }", theme)
+
+
+def code_overflow(page) -> dict:
+    return page.evaluate(OVERFLOW_JS)
+
+
+def code_column_chars(page) -> Optional[float]:
+    return page.evaluate(CODE_COLUMN_JS)
+
+
+def page_width(page, viewport=PHONE) -> int:
+    """document width in px once the page is shown at ``viewport`` (wider = sideways scrolling)."""
+    page.set_viewport_size(viewport)
+    page.wait_for_timeout(150)
+    return page.evaluate("() => document.documentElement.scrollWidth")
+
+
+def images(page) -> list:
+    return page.evaluate(IMAGES_JS)
+
+
+def axe_violations(page, impacts=("serious", "critical")) -> list:
+    """axe-core's violations of ``impacts`` on the page as it is (served from the local npm copy)."""
+    if not page.evaluate("() => Boolean(window.axe)"):
+        page.add_script_tag(path=str(AXE_JS))
+    results = page.evaluate("""async () => {
+        const result = await axe.run(document, { resultTypes: ["violations"] });
+        return result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help,
+            nodes: v.nodes.length, targets: v.nodes.slice(0, 3).map((n) => n.target.join(" ")) }));
+    }""")
+    return [v for v in results if v["impact"] in impacts]

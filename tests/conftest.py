@@ -18,6 +18,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from helpers import BUILD, book_notebooks, in_ci  # noqa: E402
 
+try:  # Hypothesis runs derandomized in CI (same examples every run), randomized locally.
+    from hypothesis import settings as _hypothesis_settings
+
+    _hypothesis_settings.register_profile("ci", derandomize=True, deadline=None)
+    _hypothesis_settings.register_profile("dev", deadline=None)
+    _hypothesis_settings.load_profile("ci" if in_ci() else "dev")
+except ImportError:  # pragma: no cover - hypothesis is in requirements-dev.txt
+    pass
+
 SHARED_TIKTOKEN = ROOT.parent / "shared" / "tiktoken-cache"
 if "TIKTOKEN_CACHE_DIR" not in os.environ and SHARED_TIKTOKEN.is_dir():
     os.environ["TIKTOKEN_CACHE_DIR"] = str(SHARED_TIKTOKEN)

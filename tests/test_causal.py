@@ -4,14 +4,16 @@ import math
 
 import pytest
 import torch
+from helpers import in_ci
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from attention_book import functional
 from attention_book.causal import CausalAttention, masked_softmax, renormalise_masked
 from attention_book.data import journey_inputs
 from attention_book.masks import causal_mask
 
-SETTINGS = settings(max_examples=40, deadline=None)
+SETTINGS = settings(max_examples=40, deadline=None, derandomize=in_ci())  # same examples in CI
 
 
 def _randn(seed, *shape):
@@ -82,20 +84,39 @@ def test_renormalising_after_softmax_equals_neg_inf_before(seed, batch, num_toke
     assert torch.all(way_2[..., hide] == 0)
 
 
-def test_all_hidden_row_is_nan_unless_safe():
-    scores = torch.zeros(3, 3)
+def test_masked_softmax_is_the_core():
+    assert masked_softmax is functional.masked_softmax
+
+
+def test_all_hidden_row_is_zero_in_both_recipes_where_plain_softmax_gives_nan():
+    scores = _randn(0, 3, 3).requires_grad_()
     hide = torch.zeros(3, 3, dtype=torch.bool)
     hide[1] = True
-    assert torch.isnan(masked_softmax(scores, hide)[1]).all()
-    assert torch.isnan(renormalise_masked(torch.softmax(scores, -1), hide)[1]).all()
-    safe = masked_softmax(scores, hide, safe=True)
-    assert torch.equal(safe[1], torch.zeros(3))
-    assert torch.allclose(safe[0], torch.full((3,), 1 / 3))
+    plain = torch.softmax(scores.masked_fill(hide, float("-inf")), dim=-1)
+    assert torch.isnan(plain[1]).all()  # what the core's rule prevents
+    way_2 = masked_softmax(scores, hide)
+    way_1 = renormalise_masked(torch.softmax(scores, -1), hide)
+    assert torch.equal(way_2[1], torch.zeros(3)) and torch.equal(way_1[1], torch.zeros(3))
+    assert torch.allclose(way_1, way_2, atol=1e-6)
+    assert torch.allclose(way_2[0], torch.softmax(scores[0], -1))
+    (way_1.sum() + way_2.sum()).backward()
+    assert torch.isfinite(scores.grad).all()
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10_000), rows=st.integers(1, 6), cols=st.integers(1, 6))
+def test_renormalise_masked_equals_the_core_for_any_mask(seed, rows, cols):
+    """renormalise_masked is written out to teach; the core is the reference (random masks, all-
+    hidden rows included)."""
+    scores = _randn(seed, 2, rows, cols) * 3
+    hide = torch.rand(2, rows, cols, generator=torch.Generator().manual_seed(seed + 1)) < 0.6
+    expected = functional.masked_softmax(scores, hide)
+    assert torch.allclose(renormalise_masked(torch.softmax(scores, -1), hide), expected, atol=1e-5)
 
 
 def test_mask_helpers_reject_bad_masks():
     scores = torch.zeros(4, 4)
-    with pytest.raises(TypeError, match="tril_mask == 0"):
+    with pytest.raises(TypeError, match="mask == 0"):
         masked_softmax(scores, torch.tril(torch.ones(4, 4)))
     with pytest.raises(ValueError, match=r"mask\[:T, :T\]"):
         renormalise_masked(scores, causal_mask(6))
@@ -188,21 +209,23 @@ def test_bad_input_shapes(x, message):
 
 
 def test_non_tensor_input():
-    with pytest.raises(TypeError, match="tensor of shape"):
+    with pytest.raises(TypeError, match="x must be a torch.Tensor of shape"):
         CausalAttention(3, 2, context_length=6)([[0.0, 0.0, 0.0]])
 
 
 @pytest.mark.parametrize(
-    "kwargs, message",
+    "kwargs, error, message",
     [
-        (dict(d_in=0, d_out=2, context_length=4), "d_in must be a positive integer"),
-        (dict(d_in=3, d_out=2, context_length=0), "context_length must be a positive integer"),
-        (dict(d_in=3, d_out=2, context_length=4, dropout=1.0), r"dropout is a probability in \[0, 1\)"),
-        (dict(d_in=3, d_out=2.5, context_length=4), "d_out must be a positive integer"),
+        (dict(d_in=0, d_out=2, context_length=4), ValueError, "d_in must be a positive int"),
+        (dict(d_in=3, d_out=2, context_length=0), ValueError, "context_length must be a positive int"),
+        (dict(d_in=3, d_out=2, context_length=4, dropout=1.0), ValueError, r"dropout must be a probability in \[0, 1\)"),
+        (dict(d_in=3, d_out=2.5, context_length=4), TypeError, "d_out must be a positive int"),
+        (dict(d_in=3.0, d_out=2, context_length=4), TypeError, "d_in must be a positive int"),
+        (dict(d_in=3, d_out=2, context_length=4, dropout="0.1"), TypeError, "dropout must be a probability"),
     ],
 )
-def test_bad_constructor_arguments(kwargs, message):
-    with pytest.raises(ValueError, match=message):
+def test_bad_constructor_arguments(kwargs, error, message):
+    with pytest.raises(error, match=message):
         CausalAttention(**kwargs)
 
 

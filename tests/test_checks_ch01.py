@@ -1,75 +1,70 @@
-"""Chapter 1's self-checks: correct answers pass, typical mistakes get their specific hint."""
+"""Chapter 1's self-checks: the chapter's solutions pass, every plausible wrong answer fails with
+its specific hint, and a non-attempt scores exactly 0."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from attention_book.checks import ch01
+from attention_book.checks import HISTORY, ch01
+from exercise_fixtures import hints, solution_code, stub_code
+from wrong_answers import load_answer
+from wrong_answers.ch01 import WRONG_ANSWERS
+
+CHAPTER = "01"
+#: label -> (self-check, names of the answer's objects it takes)
+CHECKS = {
+    "ex-01-one-hot": (ch01.one_hot_embedding, ["embed_by_matrix_product"]),
+    "ex-01-positions": (ch01.positions, ["add_positions"]),
+    "ex-01-which-token": (ch01.which_token, ["which_token"]),
+}
+CASES = [(label, answer) for label, answers in WRONG_ANSWERS.items() for answer in answers]
 
 
-def hints(verdict):
-    return " | ".join(hint for _, hint in verdict.failed)
+def run(label, code, name="answer"):
+    check, names = CHECKS[label]
+    namespace = load_answer(code, name)
+    return check(*[namespace[n] for n in names])
 
 
-def correct_one_hot(token_ids, weight):
-    return torch.nn.functional.one_hot(token_ids, num_classes=weight.shape[0]).to(weight.dtype) @ weight
+@pytest.mark.parametrize("label", list(CHECKS))
+def test_the_chapters_solution_passes(label):
+    verdict = run(label, solution_code(CHAPTER, label), f"solution {label}")
+    assert verdict.ok, str(verdict)
+    assert verdict.score == 1.0
+    assert HISTORY[label] is verdict
 
 
-def test_one_hot_correct_passes():
-    assert ch01.one_hot_embedding(correct_one_hot).ok
+@pytest.mark.parametrize("label", list(CHECKS))
+def test_the_student_stub_is_not_implemented(label):
+    verdict = run(label, stub_code(solution_code(CHAPTER, label), label), f"stub {label}")
+    assert verdict.not_implemented, str(verdict)
+    assert verdict.score == 0.0
+    assert "not implemented yet" in str(verdict)
 
 
-def test_one_hot_num_classes_guessed_from_ids():
-    verdict = ch01.one_hot_embedding(lambda ids, w: torch.nn.functional.one_hot(ids).to(w.dtype) @ w)
-    assert "num_classes=weight.shape[0]" in hints(verdict)
+def test_every_coding_exercise_has_six_wrong_answers():
+    assert set(WRONG_ANSWERS) == set(CHECKS)
+    for label, answers in WRONG_ANSWERS.items():
+        assert len(answers) >= 6, label
+        assert len({a.name for a in answers}) == len(answers), f"{label}: duplicate names"
 
 
-def test_one_hot_transposed():
-    verdict = ch01.one_hot_embedding(lambda ids, w: w.T @ correct_one_hot(ids, torch.eye(w.shape[0])).T)
-    assert "transposed" in hints(verdict)
-
-
-def test_one_hot_float_instead_of_weight_dtype():
-    verdict = ch01.one_hot_embedding(
-        lambda ids, w: torch.nn.functional.one_hot(ids, num_classes=w.shape[0]).float() @ w.float())
-    assert 0 < verdict.score < 1 and ".to(weight.dtype)" in hints(verdict)
-
-
-def test_one_hot_not_implemented():
-    def stub(ids, weight):
-        raise NotImplementedError("ex-01-one-hot: write your solution here")
-
-    assert ch01.one_hot_embedding(stub).not_implemented
-
-
-def correct_positions(token_embeddings, position_embedding):
-    return token_embeddings + position_embedding(torch.arange(token_embeddings.shape[1]))
-
-
-def test_positions_correct_passes():
-    assert ch01.positions(correct_positions).ok
-
-
-def test_positions_typical_mistakes():
-    concatenated = lambda t, p: torch.cat([t, p(torch.arange(t.shape[1])).expand_as(t)], dim=-1)  # noqa: E731
-    assert "concatenated" in hints(ch01.positions(concatenated))
-    batch_axis = lambda t, p: t + p(torch.arange(t.shape[0])).unsqueeze(1)  # noqa: E731
-    assert "batch axis" in hints(ch01.positions(batch_axis))
-    from_one = lambda t, p: t + p(torch.arange(1, t.shape[1] + 1))  # noqa: E731
-    assert "start at 1" in hints(ch01.positions(from_one))
-    only_positions = lambda t, p: p(torch.arange(t.shape[1])).expand_as(t)  # noqa: E731
-    assert "add the token embeddings too" in hints(ch01.positions(only_positions))
-    forgot = lambda t, p: t.clone()  # noqa: E731
-    assert "were not added" in hints(ch01.positions(forgot))
-    fixed_length = lambda t, p: t + p(torch.arange(5))  # noqa: E731
-    verdict = ch01.positions(fixed_length)
-    assert 0 < verdict.score < 1 and "read T from the input shape" in hints(verdict)
+@pytest.mark.parametrize("label,answer", CASES, ids=[f"{label}:{a.name}" for label, a in CASES])
+def test_wrong_answer_fails_with_its_hint(label, answer):
+    verdict = run(label, answer.code, answer.name)
+    assert not verdict.ok, f"{answer.name} passed every check"
+    assert answer.hint.lower() in hints(verdict).lower(), str(verdict)
+    if answer.non_attempt:
+        assert verdict.score == 0.0, str(verdict)
+    else:
+        assert verdict.score < 1.0
 
 
 def test_checks_leave_the_readers_random_state_untouched():
     torch.manual_seed(42)
     expected = torch.rand(3)
     torch.manual_seed(42)
-    ch01.positions(correct_positions)
-    ch01.one_hot_embedding(correct_one_hot)
+    for label in CHECKS:
+        run(label, solution_code(CHAPTER, label))
     assert torch.equal(torch.rand(3), expected), "a self-check changed the global random state"

@@ -1,133 +1,96 @@
-"""Tests of chapter 2's self-checks: right answers pass, typical wrong answers get their hint."""
+"""Chapter 2's self-checks: the chapter's solutions pass, every plausible wrong answer fails with
+its specific hint, and a non-attempt scores exactly 0."""
 
+from __future__ import annotations
+
+import pytest
 import torch
 
 from attention_book.checks import HISTORY, ch02
+from exercise_fixtures import hints, solution_code, stub_code
+from wrong_answers import load_answer
+from wrong_answers.ch02 import WRONG_ANSWERS
+
+CHAPTER = "02"
+#: label -> (self-check, names of the answer's objects it takes)
+CHECKS = {
+    "ex-02-score-loop": (ch02.score_loop, ["scores_by_loop"]),
+    "ex-02-projected-scores": (ch02.projected_scores, ["projected_scores"]),
+    "ex-02-point-at": (ch02.point_at, ["pointing_projections"]),
+}
+CASES = [(label, answer) for label, answers in WRONG_ANSWERS.items() for answer in answers]
 
 
-def hints(verdict):
-    return " | ".join(hint for _, hint in verdict.failed)
+def run(label, code, name="answer"):
+    check, names = CHECKS[label]
+    namespace = load_answer(code, name)
+    return check(*[namespace[n] for n in names])
 
 
-# --- ex-02-score-loop -----------------------------------------------------------------------------
-
-
-def loop_scores(queries, keys):
-    scores = torch.empty(queries.shape[0], keys.shape[0])
-    for i, query in enumerate(queries):
-        for j, key in enumerate(keys):
-            scores[i, j] = torch.dot(query, key)
-    return scores
-
-
-def test_score_loop_accepts_the_loop():
-    verdict = ch02.score_loop(loop_scores)
+@pytest.mark.parametrize("label", list(CHECKS))
+def test_the_chapters_solution_passes(label):
+    verdict = run(label, solution_code(CHAPTER, label), f"solution {label}")
     assert verdict.ok, str(verdict)
     assert verdict.score == 1.0
-    assert HISTORY["ex-02-score-loop"] is verdict
+    assert HISTORY[label] is verdict
 
 
-def test_score_loop_accepts_the_matrix_product_too():
-    assert ch02.score_loop(lambda q, k: q @ k.T).ok
-
-
-def test_score_loop_transposed():
-    verdict = ch02.score_loop(lambda q, k: k @ q.T)
-    assert not verdict.ok
-    assert "transposed" in hints(verdict)
-    assert "(5, 3) = (keys, queries)" in hints(verdict)
-
-
-def test_score_loop_wrong_indices():
-    def swapped_inside(queries, keys):  # square inputs only differ in values: loop over the wrong pair
-        scores = torch.empty(queries.shape[0], keys.shape[0])
-        for i in range(queries.shape[0]):
-            for j in range(keys.shape[0]):
-                scores[i, j] = torch.dot(queries[i], queries[min(j, queries.shape[0] - 1)])
-        return scores
-
-    verdict = ch02.score_loop(swapped_inside)
-    assert "check the loop indices" in hints(verdict)
-
-
-def test_score_loop_zeros():
-    verdict = ch02.score_loop(lambda q, k: torch.zeros(q.shape[0], k.shape[0]))
-    assert "every score is 0" in hints(verdict)
-
-
-def test_score_loop_not_implemented():
-    def stub(queries, keys):
-        raise NotImplementedError("ex-02-score-loop: write your code here")
-
-    verdict = ch02.score_loop(stub)
-    assert verdict.not_implemented
-    assert "not implemented yet" in str(verdict)
+@pytest.mark.parametrize("label", list(CHECKS))
+def test_the_student_stub_is_not_implemented(label):
+    verdict = run(label, stub_code(solution_code(CHAPTER, label), label), f"stub {label}")
+    assert verdict.not_implemented, str(verdict)
     assert verdict.score == 0.0
+    assert "not implemented yet" in str(verdict)
+
+
+def test_every_coding_exercise_has_six_wrong_answers():
+    assert set(WRONG_ANSWERS) == set(CHECKS)
+    for label, answers in WRONG_ANSWERS.items():
+        assert len(answers) >= 6, label
+        assert len({a.name for a in answers}) == len(answers), f"{label}: duplicate names"
+
+
+@pytest.mark.parametrize("label,answer", CASES, ids=[f"{label}:{a.name}" for label, a in CASES])
+def test_wrong_answer_fails_with_its_hint(label, answer):
+    verdict = run(label, answer.code, answer.name)
+    assert not verdict.ok, f"{answer.name} passed every check"
+    assert answer.hint.lower() in hints(verdict).lower(), str(verdict)
+    if answer.non_attempt:
+        assert verdict.score == 0.0, str(verdict)
+    else:
+        assert verdict.score < 1.0
+
+
+def test_score_loop_accepts_comprehensions_and_index_loops():
+    for code in ('''
+def scores_by_loop(queries, keys):
+    return torch.tensor([[torch.dot(q, k).item() for k in keys] for q in queries])
+''', '''
+def scores_by_loop(queries, keys):
+    scores = torch.zeros(len(queries), len(keys))
+    i = 0
+    while i < len(queries):
+        for j in range(len(keys)):
+            scores[i, j] = (queries[i] * keys[j]).sum()
+        i += 1
+    return scores
+'''):
+        verdict = run("ex-02-score-loop", "import torch\n" + code)
+        assert verdict.ok, str(verdict)
 
 
 def test_score_loop_crash_is_reported_not_raised():
-    verdict = ch02.score_loop(lambda q, k: q.undefined_method())
-    assert not verdict.ok
-    assert "AttributeError" in hints(verdict)
+    verdict = run("ex-02-score-loop", '''import torch
+def scores_by_loop(queries, keys):
+    return queries.undefined_method()
+''')
+    assert not verdict.ok and "AttributeError" in hints(verdict)
 
 
-# --- ex-02-projected-scores -----------------------------------------------------------------------
-
-
-def correct_projected(inputs, W_query, W_key):
-    queries = inputs @ W_query  # (T, d_k)
-    keys = inputs @ W_key  # (T, d_k)
-    return queries @ keys.T  # (T, T)
-
-
-def test_projected_scores_correct():
-    verdict = ch02.projected_scores(correct_projected)
-    assert verdict.ok, str(verdict)
-
-
-def test_projected_scores_transposed_product():
-    verdict = ch02.projected_scores(lambda x, wq, wk: (x @ wk) @ (x @ wq).T)
-    assert "transposed (keys @ queries.T)" in hints(verdict)
-
-
-def test_projected_scores_forgot_projection():
-    verdict = ch02.projected_scores(lambda x, wq, wk: x @ x.T)
-    assert "first project them with W_query and W_key" in hints(verdict)
-
-
-def test_projected_scores_query_weights_twice():
-    verdict = ch02.projected_scores(lambda x, wq, wk: (x @ wq) @ (x @ wq).T)
-    assert "you used W_query for the keys too" in hints(verdict)
-
-
-def test_projected_scores_weight_orientation():
-    # nn.Linear habit: x @ W.T with W of shape (d_in, d_out) fails to multiply
-    verdict = ch02.projected_scores(lambda x, wq, wk: (x @ wq.T) @ (x @ wk.T).T)
-    assert "a matrix product failed" in hints(verdict)
-    assert "inputs @ W_query" in hints(verdict)
-
-
-def test_projected_scores_already_scaled():
-    verdict = ch02.projected_scores(lambda x, wq, wk: torch.softmax((x @ wq) @ (x @ wk).T / 2.0, dim=-1))
-    assert "scaling and softmax come in chapter 3" in hints(verdict)
-
-
-def test_projected_scores_detached():
-    verdict = ch02.projected_scores(lambda x, wq, wk: correct_projected(x, wq, wk).detach())
-    assert "no grad_fn" in hints(verdict)
-    assert verdict.score == 0.75
-
-
-def test_projected_scores_hard_coded_size():
-    def hard_coded(x, wq, wk):
-        return correct_projected(x[:5], wq, wk)[:5, :5] if x.shape[0] == 5 else torch.zeros(5, 5)
-
-    verdict = ch02.projected_scores(hard_coded)
-    assert "do not hard-code any size" in hints(verdict)
-
-
-def test_projected_scores_not_implemented():
-    def stub(inputs, W_query, W_key):
-        raise NotImplementedError
-
-    assert ch02.projected_scores(stub).summary().endswith("not implemented yet")
+def test_checks_leave_the_readers_random_state_untouched():
+    torch.manual_seed(42)
+    expected = torch.rand(3)
+    torch.manual_seed(42)
+    for label in CHECKS:
+        run(label, solution_code(CHAPTER, label))
+    assert torch.equal(torch.rand(3), expected), "a self-check changed the global random state"

@@ -1,202 +1,96 @@
-"""Tests of chapter 3's self-checks: right answers pass, typical wrong answers get their hint."""
+"""Chapter 3's self-checks: the chapter's solutions pass, every plausible wrong answer fails with
+its specific hint, and a non-attempt scores exactly 0."""
 
-import math
+from __future__ import annotations
 
+import pytest
 import torch
 
-from attention_book.checks import ch03
+from attention_book.checks import HISTORY, ch03
+from exercise_fixtures import hints, solution_code, stub_code
+from wrong_answers import load_answer
+from wrong_answers.ch03 import WRONG_ANSWERS
+
+CHAPTER = "03"
+#: label -> (self-check, names of the answer's objects it takes)
+CHECKS = {
+    "ex-03-stable-softmax": (ch03.stable_softmax, ["my_softmax"]),
+    "ex-03-scaled-weights": (ch03.scaled_weights, ["scaled_weights"]),
+    "ex-03-temperature": (ch03.temperature_softmax, ["softmax_with_temperature"]),
+    "ex-03-attend": (ch03.attend, ["attending_projections"]),
+}
+CASES = [(label, answer) for label, answers in WRONG_ANSWERS.items() for answer in answers]
 
 
-def hints(verdict):
-    return " | ".join(hint for _, hint in verdict.failed)
+def run(label, code, name="answer"):
+    check, names = CHECKS[label]
+    namespace = load_answer(code, name)
+    return check(*[namespace[n] for n in names])
 
 
-# --- ex-03-stable-softmax -------------------------------------------------------------------------
-
-
-def good_softmax(scores, dim=-1):
-    shifted = scores - scores.amax(dim=dim, keepdim=True)
-    exponentials = torch.exp(shifted)
-    return exponentials / exponentials.sum(dim=dim, keepdim=True)
-
-
-def test_stable_softmax_correct():
-    verdict = ch03.stable_softmax(good_softmax)
+@pytest.mark.parametrize("label", list(CHECKS))
+def test_the_chapters_solution_passes(label):
+    verdict = run(label, solution_code(CHAPTER, label), f"solution {label}")
     assert verdict.ok, str(verdict)
+    assert verdict.score == 1.0
+    assert HISTORY[label] is verdict
 
 
-def test_stable_softmax_without_max_overflows():
-    def naive(scores, dim=-1):
-        exponentials = torch.exp(scores)
-        return exponentials / exponentials.sum(dim=dim, keepdim=True)
-
-    verdict = ch03.stable_softmax(naive)
-    assert not verdict.ok
-    assert "overflow" in hints(verdict)
-    assert "Subtract each row's maximum" in hints(verdict)
-    assert "underflow" in hints(verdict)
-    assert verdict.score == 0.6  # the small-score tests still pass
+@pytest.mark.parametrize("label", list(CHECKS))
+def test_the_student_stub_is_not_implemented(label):
+    verdict = run(label, stub_code(solution_code(CHAPTER, label), label), f"stub {label}")
+    assert verdict.not_implemented, str(verdict)
+    assert verdict.score == 0.0
+    assert "not implemented yet" in str(verdict)
 
 
-def test_stable_softmax_wrong_dim():
-    verdict = ch03.stable_softmax(lambda s, dim=-1: good_softmax(s, dim=0))
-    assert "wrong softmax dim" in hints(verdict)
+def test_every_coding_exercise_has_six_wrong_answers():
+    assert set(WRONG_ANSWERS) == set(CHECKS)
+    for label, answers in WRONG_ANSWERS.items():
+        assert len(answers) >= 6, label
+        assert len({a.name for a in answers}) == len(answers), f"{label}: duplicate names"
 
 
-def test_stable_softmax_ignores_dim():
-    verdict = ch03.stable_softmax(lambda s, dim=-1: good_softmax(s, dim=-1))
-    assert "ignores its dim argument" in hints(verdict)
+@pytest.mark.parametrize("label,answer", CASES, ids=[f"{label}:{a.name}" for label, a in CASES])
+def test_wrong_answer_fails_with_its_hint(label, answer):
+    verdict = run(label, answer.code, answer.name)
+    assert not verdict.ok, f"{answer.name} passed every check"
+    assert answer.hint.lower() in hints(verdict).lower(), str(verdict)
+    if answer.non_attempt:
+        assert verdict.score == 0.0, str(verdict)
+    else:
+        assert verdict.score < 1.0
 
 
-def test_stable_softmax_without_keepdim():
-    def no_keepdim(scores, dim=-1):
-        exponentials = torch.exp(scores - scores.amax(dim=dim))
-        return exponentials / exponentials.sum(dim=dim)
-
-    verdict = ch03.stable_softmax(no_keepdim)
-    assert "keepdim=True" in hints(verdict)
-
-
-def test_stable_softmax_divides_by_sum():
-    verdict = ch03.stable_softmax(lambda s, dim=-1: s / s.sum(dim=dim, keepdim=True))
-    assert "you divided the scores by their sum" in hints(verdict)
-
-
-def test_stable_softmax_must_not_call_torch_softmax():
-    for cheat in (
-        lambda s, dim=-1: torch.softmax(s, dim=dim),
-        lambda s, dim=-1: torch.nn.functional.softmax(s, dim=dim),
-        lambda s, dim=-1: s.softmax(dim=dim),
-    ):
-        verdict = ch03.stable_softmax(cheat)
-        assert "calling torch.softmax is not allowed" in hints(verdict)
-        assert verdict.score == 0.8
-    # the patch is undone afterwards
-    assert torch.allclose(torch.softmax(torch.zeros(2), dim=0), torch.tensor([0.5, 0.5]))
+def test_stable_softmax_accepts_other_correct_spellings():
+    for code in ('''
+def my_softmax(scores, dim=-1):
+    shifted = scores - scores.max(dim=dim, keepdim=True).values
+    e = shifted.exp()
+    return e / e.sum(dim, keepdim=True)
+''', '''
+def my_softmax(scores, dim=-1):
+    m = torch.amax(scores, dim, keepdim=True)
+    return torch.exp(scores - m) / torch.exp(scores - m).sum(dim, keepdim=True)
+'''):
+        verdict = run("ex-03-stable-softmax", "import torch\n" + code)
+        assert verdict.ok, str(verdict)
 
 
-def test_stable_softmax_not_implemented():
-    def stub(scores, dim=-1):
-        raise NotImplementedError("ex-03-stable-softmax")
-
-    verdict = ch03.stable_softmax(stub)
-    assert verdict.not_implemented
-    assert "not implemented yet" in verdict.summary()
-
-
-# --- ex-03-scaled-weights -------------------------------------------------------------------------
-
-
-def good_weights(queries, keys):
-    scores = queries @ keys.T  # (T_q, T_k)
-    return torch.softmax(scores / keys.shape[-1] ** 0.5, dim=-1)
-
-
-def test_scaled_weights_correct():
-    verdict = ch03.scaled_weights(good_weights)
-    assert verdict.ok, str(verdict)
-
-
-def test_scaled_weights_missing_scale():
-    verdict = ch03.scaled_weights(lambda q, k: torch.softmax(q @ k.T, dim=-1))
-    assert "missing scale" in hints(verdict)
-
-
-def test_scaled_weights_divided_by_d_k():
-    verdict = ch03.scaled_weights(lambda q, k: torch.softmax(q @ k.T / k.shape[-1], dim=-1))
-    assert "you divided by d_k" in hints(verdict)
-
-
-def test_scaled_weights_wrong_dim():
-    verdict = ch03.scaled_weights(lambda q, k: torch.softmax(q @ k.T / k.shape[-1] ** 0.5, dim=0))
-    assert "wrong softmax dim" in hints(verdict)
-
-
-def test_scaled_weights_transposed():
-    verdict = ch03.scaled_weights(lambda q, k: torch.softmax(k @ q.T / k.shape[-1] ** 0.5, dim=-1))
-    assert "transposed" in hints(verdict)
-
-
-def test_scaled_weights_global_d_k():
-    d_k = 8  # a notebook global, the source's mistake
-
-    verdict = ch03.scaled_weights(lambda q, k: torch.softmax(q @ k.T / d_k**0.5, dim=-1))
-    assert "read d_k from keys.shape[-1]" in hints(verdict)
-    assert not verdict.ok
-
-
-def test_scaled_weights_number_of_tokens():
-    verdict = ch03.scaled_weights(lambda q, k: torch.softmax(q @ k.T / math.sqrt(k.shape[0]), dim=-1))
-    assert "number of tokens" in hints(verdict)
-
-
-def test_scaled_weights_naive_softmax_overflows():
-    def naive(q, k):
-        exponentials = torch.exp(q @ k.T / k.shape[-1] ** 0.5)
-        return exponentials / exponentials.sum(dim=-1, keepdim=True)
-
-    verdict = ch03.scaled_weights(naive)
-    assert "overflow" in hints(verdict)
-    assert verdict.score == 0.75
-
-
-def test_scaled_weights_not_implemented():
-    def stub(queries, keys):
-        raise NotImplementedError
-
-    assert ch03.scaled_weights(stub).not_implemented
-
-
-# --- ex-03-temperature ----------------------------------------------------------------------------
-
-
-def good_temperature(scores, temperature):
+def test_temperature_accepts_a_ready_made_softmax():
+    verdict = run("ex-03-temperature", '''import torch
+def softmax_with_temperature(scores, temperature):
     if temperature <= 0:
-        raise ValueError("temperature must be > 0")
-    scaled = scores / temperature
-    exponentials = torch.exp(scaled - scaled.amax(dim=-1, keepdim=True))
-    return exponentials / exponentials.sum(dim=-1, keepdim=True)
-
-
-def test_temperature_correct():
-    verdict = ch03.temperature_softmax(good_temperature)
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    return torch.softmax(scores / temperature, dim=-1)
+''')
     assert verdict.ok, str(verdict)
 
 
-def test_temperature_multiplied():
-    verdict = ch03.temperature_softmax(lambda s, t: torch.softmax(s * t, dim=-1) if t > 0 else 1 / 0)
-    assert "you multiplied by the temperature" in hints(verdict)
-
-
-def test_temperature_ignored():
-    verdict = ch03.temperature_softmax(lambda s, t: good_temperature(s, 1.0))
-    assert "the temperature changes nothing" in hints(verdict)
-
-
-def test_temperature_no_validation():
-    verdict = ch03.temperature_softmax(lambda s, t: torch.softmax(s / t, dim=-1))
-    assert "temperature=0 must raise ValueError" in hints(verdict)
-    assert verdict.score == 0.75
-
-
-def test_temperature_wrong_dim():
-    verdict = ch03.temperature_softmax(lambda s, t: torch.softmax(s / t, dim=0) if t > 0 else 1 / 0)
-    assert "wrong softmax dim" in hints(verdict)
-
-
-def test_temperature_naive_overflows_when_cold():
-    def naive(scores, temperature):
-        if temperature <= 0:
-            raise ValueError
-        exponentials = torch.exp(scores / temperature)
-        return exponentials / exponentials.sum(dim=-1, keepdim=True)
-
-    verdict = ch03.temperature_softmax(naive)
-    assert "overflow" in hints(verdict)
-
-
-def test_temperature_not_implemented():
-    def stub(scores, temperature):
-        raise NotImplementedError
-
-    assert ch03.temperature_softmax(stub).not_implemented
+def test_checks_leave_the_readers_random_state_untouched():
+    torch.manual_seed(42)
+    expected = torch.rand(3)
+    torch.manual_seed(42)
+    for label in CHECKS:
+        run(label, solution_code(CHAPTER, label))
+    assert torch.equal(torch.rand(3), expected), "a self-check changed the global random state"

@@ -1,244 +1,109 @@
-"""The chapter 4 self-checks: the right answer passes, typical wrong answers get their own hint."""
+"""Chapter 4's self-checks: the chapter's solutions pass, every plausible wrong answer fails with
+its specific hint, and a non-attempt scores exactly 0."""
+
+from __future__ import annotations
 
 import pytest
 import torch
 
-from attention_book.attention import copy_weights
 from attention_book.checks import HISTORY, ch04
+from exercise_fixtures import hints, solution_code, stub_code
+from wrong_answers import load_answer
+from wrong_answers.ch04 import WRONG_ANSWERS
+
+CHAPTER = "04"
+#: label -> (self-check, names of the answer's objects it takes)
+CHECKS = {
+    "ex-04-context-vectors": (ch04.context_vectors, ["context_vectors"]),
+    "ex-04-copy-weights": (ch04.copy_weights, ["copy_into_linear"]),
+    "ex-04-permutation": (ch04.permutation, ["is_permutation_equivariant"]),
+}
+CASES = [(label, answer) for label, answers in WRONG_ANSWERS.items() for answer in answers]
 
 
-def hints(verdict):
-    return " | ".join(hint for _, hint in verdict.failed)
+def run(label, code, name="answer"):
+    check, names = CHECKS[label]
+    namespace = load_answer(code, name)
+    return check(*[namespace[n] for n in names])
 
 
-# --- ex-04-context-vectors -------------------------------------------------------------------------
+@pytest.mark.parametrize("label", list(CHECKS))
+def test_the_chapters_solution_passes(label):
+    verdict = run(label, solution_code(CHAPTER, label), f"solution {label}")
+    assert verdict.ok, str(verdict)
+    assert verdict.score == 1.0
+    assert HISTORY[label] is verdict
 
 
-def context_correct(queries, keys, values):
-    scores = queries @ keys.transpose(-2, -1)
-    return torch.softmax(scores / keys.shape[-1] ** 0.5, dim=-1) @ values
-
-
-def test_context_correct_answer_passes():
-    verdict = ch04.context_vectors(context_correct)
-    assert verdict.ok, verdict
-    assert verdict.score == 1.0 and verdict.total == 3
-    assert HISTORY["ex-04-context-vectors"] is verdict
-
-
-def test_context_mT_and_einsum_variants_pass():
-    def with_mT(queries, keys, values):
-        return torch.softmax(queries @ keys.mT / keys.shape[-1] ** 0.5, dim=-1) @ values
-
-    def with_einsum(queries, keys, values):
-        scores = torch.einsum("...qd,...kd->...qk", queries, keys) / keys.shape[-1] ** 0.5
-        return torch.einsum("...qk,...kv->...qv", scores.softmax(-1), values)
-
-    assert ch04.context_vectors(with_mT).ok
-    assert ch04.context_vectors(with_einsum).ok
-
-
-def test_context_not_implemented():
-    def todo(queries, keys, values):
-        raise NotImplementedError("ex-04-context-vectors: your code here")
-
-    verdict = ch04.context_vectors(todo)
-    assert verdict.not_implemented and verdict.score == 0.0
+@pytest.mark.parametrize("label", list(CHECKS))
+def test_the_student_stub_is_not_implemented(label):
+    verdict = run(label, stub_code(solution_code(CHAPTER, label), label), f"stub {label}")
+    assert verdict.not_implemented, str(verdict)
+    assert verdict.score == 0.0
     assert "not implemented yet" in str(verdict)
 
 
-def test_context_wrong_softmax_dim():
-    def wrong_dim(queries, keys, values):
-        return torch.softmax(queries @ keys.transpose(-2, -1) / keys.shape[-1] ** 0.5, dim=-2) @ values
-
-    verdict = ch04.context_vectors(wrong_dim)
-    assert not verdict.ok
-    assert "wrong softmax dim" in hints(verdict) and "dim=-1" in hints(verdict)
+def test_every_coding_exercise_has_six_wrong_answers():
+    assert set(WRONG_ANSWERS) == set(CHECKS)
+    for label, answers in WRONG_ANSWERS.items():
+        assert len(answers) >= 6, label
+        assert len({a.name for a in answers}) == len(answers), f"{label}: duplicate names"
 
 
-def test_context_missing_scale():
-    def unscaled(queries, keys, values):
-        return torch.softmax(queries @ keys.transpose(-2, -1), dim=-1) @ values
-
-    verdict = ch04.context_vectors(unscaled)
-    assert "missing scale" in hints(verdict)
-    assert verdict.score == 0.0
-
-
-def test_context_scaled_by_d_k_without_root():
-    def no_root(queries, keys, values):
-        return torch.softmax(queries @ keys.transpose(-2, -1) / keys.shape[-1], dim=-1) @ values
-
-    assert "square root" in hints(ch04.context_vectors(no_root))
+@pytest.mark.parametrize("label,answer", CASES, ids=[f"{label}:{a.name}" for label, a in CASES])
+def test_wrong_answer_fails_with_its_hint(label, answer):
+    verdict = run(label, answer.code, answer.name)
+    assert not verdict.ok, f"{answer.name} passed every check"
+    assert answer.hint.lower() in hints(verdict).lower(), str(verdict)
+    if answer.non_attempt:
+        assert verdict.score == 0.0, str(verdict)
+    else:
+        assert verdict.score < 1.0
 
 
-def test_context_scaled_by_value_width():
-    def by_d_v(queries, keys, values):
-        return torch.softmax(queries @ keys.transpose(-2, -1) / values.shape[-1] ** 0.5, dim=-1) @ values
-
-    verdict = ch04.context_vectors(by_d_v)
-    assert "sqrt(d_v)" in hints(verdict)
-    assert 0 < verdict.score < 1  # the journey example has d_k = d_v and passes
-
-
-def test_context_global_d_k():
-    d_k = 2  # a notebook variable from the walkthrough
-
-    def global_scale(queries, keys, values):
-        return torch.softmax(queries @ keys.transpose(-2, -1) / d_k**0.5, dim=-1) @ values
-
-    assert "read d_k from keys.shape[-1]" in hints(ch04.context_vectors(global_scale))
-
-
-def test_context_transposed_scores():
-    def keys_first(queries, keys, values):
-        return torch.softmax(keys @ queries.transpose(-2, -1) / keys.shape[-1] ** 0.5, dim=-1) @ values
-
-    assert "transposed product" in hints(ch04.context_vectors(keys_first))
-    assert "queries @ keys.transpose(-2, -1)" in hints(ch04.context_vectors(keys_first))
-
-
-def test_context_transposed_weights():
-    def weights_transposed(queries, keys, values):
-        weights = torch.softmax(queries @ keys.transpose(-2, -1) / keys.shape[-1] ** 0.5, dim=-1)
-        return weights.transpose(-2, -1) @ values
-
-    verdict = ch04.context_vectors(weights_transposed)
-    assert "transposed product" in hints(verdict) and "weights @ values" in hints(verdict)
-
-
-@pytest.mark.filterwarnings("ignore:The use of `x.T`")
-def test_context_dot_T_fails_on_batches_only():
-    def dot_T(queries, keys, values):
-        return torch.softmax(queries @ keys.T / keys.shape[-1] ** 0.5, dim=-1) @ values
-
-    verdict = ch04.context_vectors(dot_T)
-    assert [name for name, _ in verdict.failed] == ["a batch of shape (B, T, d)"]
-    assert "keys.transpose(-2, -1)" in hints(verdict)
-
-
-def test_context_returning_a_tuple():
-    def both(queries, keys, values):
-        weights = torch.softmax(queries @ keys.transpose(-2, -1) / keys.shape[-1] ** 0.5, dim=-1)
-        return weights @ values, weights
-
-    assert "not a tuple" in hints(ch04.context_vectors(both))
-
-
-def test_context_returning_the_weights():
-    def weights_only(queries, keys, values):
-        return torch.softmax(queries @ keys.transpose(-2, -1) / keys.shape[-1] ** 0.5, dim=-1)
-
-    assert "multiply the (T, T) weights by the values" in hints(ch04.context_vectors(weights_only))
+def test_context_mT_and_einsum_variants_pass():
+    for code in ('''
+def context_vectors(queries, keys, values):
+    return torch.softmax(queries @ keys.mT / keys.shape[-1] ** 0.5, dim=-1) @ values
+''', '''
+def context_vectors(queries, keys, values):
+    scores = torch.einsum("...qd,...kd->...qk", queries, keys) / keys.shape[-1] ** 0.5
+    return torch.einsum("...qk,...kv->...qv", scores.softmax(-1), values)
+'''):
+        verdict = run("ex-04-context-vectors", "import torch\n" + code)
+        assert verdict.ok, str(verdict)
 
 
 def test_context_crash_is_reported_not_raised():
-    def crashes(queries, keys, values):
-        return queries @ values  # (5, 3) @ (5, 4)
-
-    verdict = ch04.context_vectors(crashes)
+    verdict = run("ex-04-context-vectors", '''import torch
+def context_vectors(queries, keys, values):
+    return queries @ values  # (5, 3) @ (5, 4)
+''')
     assert not verdict.ok and "RuntimeError" in hints(verdict)
 
 
-# --- ex-04-copy-weights ----------------------------------------------------------------------------
-
-NAMES = ("query", "key", "value")
-
-
-def copy_correct(params_version, linear_version):
-    with torch.no_grad():
-        for name in NAMES:
-            linear = getattr(linear_version, f"W_{name}")
-            linear.weight.copy_(getattr(params_version, f"W_{name}").T)
-
-
-def test_copy_correct_answer_passes():
-    verdict = ch04.copy_weights(copy_correct)
-    assert verdict.ok, verdict
-    assert verdict.total == 4
-
-
-def test_copy_package_function_passes():
-    assert ch04.copy_weights(copy_weights).ok
-
-
-def test_copy_not_implemented():
-    def todo(params_version, linear_version):
-        raise NotImplementedError("ex-04-copy-weights: your code here")
-
-    verdict = ch04.copy_weights(todo)
-    assert verdict.not_implemented and "not implemented yet" in str(verdict)
-
-
-def test_copy_without_transposing():
-    def untransposed(params_version, linear_version):
-        with torch.no_grad():
-            for name in NAMES:
-                getattr(linear_version, f"W_{name}").weight.copy_(getattr(params_version, f"W_{name}"))
-
-    verdict = ch04.copy_weights(untransposed)
-    assert verdict.score == 0.0
-    for _, hint in verdict.failed:  # both the shape error and the silent square case explain it
-        assert "weights not transposed" in hint and "(d_out, d_in)" in hint
-
-
-def test_copy_without_transposing_square_only_is_caught():
+def test_copy_into_a_square_module_needs_the_transpose_too():
     """With d_in == d_out nothing crashes: the check must still notice the layout."""
-
-    def untransposed_if_possible(params_version, linear_version):
-        with torch.no_grad():
-            for name in NAMES:
-                matrix = getattr(params_version, f"W_{name}")
-                weight = getattr(linear_version, f"W_{name}").weight
-                weight.copy_(matrix if matrix.shape == weight.shape else matrix.T)
-
-    verdict = ch04.copy_weights(untransposed_if_possible)
-    failed = dict(verdict.failed)
-    assert list(failed) == ["same outputs for square matrices (d_in = d_out = 3) on a batch"]
-    assert "weights not transposed" in failed[list(failed)[0]]
+    answer = next(a for a in WRONG_ANSWERS["ex-04-copy-weights"] if a.name == "transposed-only-when-needed")
+    verdict = run("ex-04-copy-weights", answer.code)
+    assert [name for name, _ in verdict.failed] == [
+        "same outputs for square matrices (d_in = d_out = 3) on a batch"]
 
 
-def test_copy_without_no_grad():
-    def no_guard(params_version, linear_version):
-        for name in NAMES:
-            getattr(linear_version, f"W_{name}").weight.copy_(getattr(params_version, f"W_{name}").T)
-
-    assert "torch.no_grad()" in hints(ch04.copy_weights(no_guard))
-
-
-def test_copy_assigning_a_plain_tensor():
-    def assign(params_version, linear_version):
-        for name in NAMES:
-            getattr(linear_version, f"W_{name}").weight = getattr(params_version, f"W_{name}").T
-
-    assert "only be replaced by an nn.Parameter" in hints(ch04.copy_weights(assign))
+def test_permutation_accepts_a_module_without_no_grad_and_float_tolerance():
+    verdict = run("ex-04-permutation", '''import torch
+def is_permutation_equivariant(module, x, permutation):
+    a = module(x[permutation]).detach()
+    b = module(x)[permutation].detach()
+    return bool((a - b).abs().max() < 1e-4)
+''')
+    assert verdict.ok, str(verdict)
 
 
-def test_copy_sharing_memory():
-    def share(params_version, linear_version):
-        for name in NAMES:
-            matrix = getattr(params_version, f"W_{name}")
-            getattr(linear_version, f"W_{name}").weight = torch.nn.Parameter(matrix.T)
-
-    verdict = ch04.copy_weights(share)
-    assert [name for name, _ in verdict.failed] == ["the two modules do not share memory afterwards"]
-    assert "share memory" in hints(verdict)
-
-
-def test_copy_swapped_query_and_key():
-    def swapped(params_version, linear_version):
-        with torch.no_grad():
-            linear_version.W_query.weight.copy_(params_version.W_key.T)
-            linear_version.W_key.weight.copy_(params_version.W_query.T)
-            linear_version.W_value.weight.copy_(params_version.W_value.T)
-
-    assert "W_query of the nn.Linear version holds W_key" in hints(ch04.copy_weights(swapped))
-
-
-def test_copy_forgetting_the_values():
-    def two_of_three(params_version, linear_version):
-        with torch.no_grad():
-            for name in ("query", "key"):
-                getattr(linear_version, f"W_{name}").weight.copy_(getattr(params_version, f"W_{name}").T)
-
-    assert "copy all three" in hints(ch04.copy_weights(two_of_three))
+def test_checks_leave_the_readers_random_state_untouched():
+    torch.manual_seed(42)
+    expected = torch.rand(3)
+    torch.manual_seed(42)
+    for label in CHECKS:
+        run(label, solution_code(CHAPTER, label))
+    assert torch.equal(torch.rand(3), expected), "a self-check changed the global random state"

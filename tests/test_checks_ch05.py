@@ -150,3 +150,76 @@ def test_torch_twin_wrong_size():
 def test_torch_twin_not_implemented():
     verdict = ch05.torch_twin(not_done)
     assert verdict.not_implemented and "not implemented yet" in verdict.summary()
+
+
+# ---------------------------------------------------------------- the wrong-answer fixture
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import nbformat  # noqa: E402
+
+from wrong_answers import load_answer  # noqa: E402
+from wrong_answers.ch05 import WRONG_ANSWERS  # noqa: E402
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "05_multi_head_attention.ipynb"
+CHECKS = {
+    "ex-05-split-heads": (ch05.split_merge, ("split_heads", "merge_heads")),
+    "ex-05-torch-twin": (ch05.torch_twin, ("to_torch_attention",)),
+    "ex-05-head-contributions": (ch05.head_contributions, ("head_contributions",)),
+}
+PRELUDE = "import torch\nfrom torch import nn\n"
+CASES = [(label, wrong) for label, answers in WRONG_ANSWERS.items() for wrong in answers]
+
+
+def solution_source(label):
+    """The chapter's answer cell for ``label`` (the code cell after its solution-start)."""
+    cells = nbformat.read(str(NOTEBOOK), as_version=4).cells
+    for index, cell in enumerate(cells):
+        if cell.cell_type == "markdown" and re.search(
+            r"\{solution-start\}\s+" + re.escape(label) + r"\b", cell.source
+        ):
+            return next(c.source for c in cells[index + 1:] if c.cell_type == "code")
+    raise AssertionError(f"no solution cell for {label} in {NOTEBOOK.name}")
+
+
+def run_check(label, code, name):
+    check, names = CHECKS[label]
+    namespace = load_answer(code, name)
+    return check(*(namespace[n] for n in names))
+
+
+def test_every_coding_exercise_has_six_wrong_answers():
+    assert set(WRONG_ANSWERS) == set(CHECKS)
+    for label, answers in WRONG_ANSWERS.items():
+        assert len(answers) >= 6, f"{label}: {len(answers)} wrong answers"
+        assert len({a.name for a in answers}) == len(answers)
+
+
+@pytest.mark.parametrize("label", sorted(CHECKS))
+def test_the_chapters_solution_passes(label):
+    verdict = run_check(label, PRELUDE + solution_source(label), f"solution {label}")
+    assert verdict.ok, verdict.summary()
+    assert verdict.score == 1.0
+
+
+@pytest.mark.parametrize("label, wrong", CASES, ids=[f"{lab}:{w.name}" for lab, w in CASES])
+def test_wrong_answer_fails_with_its_hint(label, wrong):
+    verdict = run_check(label, wrong.code, wrong.name)
+    text = " | ".join(hint for _, hint in verdict.failed)
+    assert not verdict.ok, f"{wrong.name} passed every check"
+    assert wrong.hint.lower() in text.lower(), text
+    if wrong.non_attempt:
+        assert verdict.score == 0.0, f"non-attempt {wrong.name} scored {verdict.score}"
+    else:
+        assert verdict.score < 1.0
+
+
+@pytest.mark.parametrize("label", sorted(CHECKS))
+def test_not_implemented_scores_zero(label):
+    check, names = CHECKS[label]
+
+    def todo(*args, **kwargs):
+        raise NotImplementedError(f"{label}: your code here")
+
+    verdict = check(*(todo for _ in names))
+    assert verdict.not_implemented and verdict.score == 0.0

@@ -1,5 +1,6 @@
 """The chapter 6 self-checks: the right answer passes, typical wrong answers get their own hint."""
 
+import pytest
 import torch
 
 from attention_book.checks import ch06
@@ -23,7 +24,7 @@ def cross_correct(x, context, W_query, W_key, W_value):
 def test_cross_correct_answer_passes():
     verdict = ch06.cross(cross_correct)
     assert verdict.ok, verdict
-    assert verdict.score == 1.0 and verdict.total == 6
+    assert verdict.score == 1.0 and verdict.total == 8
 
 
 def test_cross_not_implemented():
@@ -114,7 +115,7 @@ def padded_correct(scores, key_padding_mask):
 def test_padding_correct_answer_passes():
     verdict = ch06.padding(padded_correct)
     assert verdict.ok, verdict
-    assert verdict.total == 5
+    assert verdict.total == 6
 
 
 def test_padding_zeroing_nan_rows_afterwards_also_passes():
@@ -146,7 +147,7 @@ def test_padding_nan_for_fully_padded_rows():
         return torch.softmax(scores.masked_fill(key_padding_mask[:, None, :], float("-inf")), dim=-1)
 
     verdict = ch06.padding(naive)
-    assert verdict.score == 0.8
+    assert verdict.score == 4 / 6  # NaN forward and NaN gradient
     assert "0/0" in hints(verdict)
 
 
@@ -192,3 +193,75 @@ def test_checks_are_registered():
 
     assert REGISTRY["ex-06-cross"] is ch06.cross
     assert REGISTRY["ex-06-padding"] is ch06.padding
+
+
+# ---------------------------------------------------------------- the wrong-answer fixture
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import nbformat  # noqa: E402
+
+from wrong_answers import load_answer  # noqa: E402
+from wrong_answers.ch06 import WRONG_ANSWERS  # noqa: E402
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "06_cross_attention.ipynb"
+CHECKS = {
+    "ex-06-cross": (ch06.cross, ("cross_attention",)),
+    "ex-06-padding": (ch06.padding, ("padded_softmax",)),
+}
+PRELUDE = "import torch\n"
+CASES = [(label, wrong) for label, answers in WRONG_ANSWERS.items() for wrong in answers]
+
+
+def solution_source(label):
+    """The chapter's answer cell for ``label`` (the code cell after its solution-start)."""
+    cells = nbformat.read(str(NOTEBOOK), as_version=4).cells
+    for index, cell in enumerate(cells):
+        if cell.cell_type == "markdown" and re.search(
+            r"\{solution-start\}\s+" + re.escape(label) + r"\b", cell.source
+        ):
+            return next(c.source for c in cells[index + 1:] if c.cell_type == "code")
+    raise AssertionError(f"no solution cell for {label} in {NOTEBOOK.name}")
+
+
+def run_check(label, code, name):
+    check, names = CHECKS[label]
+    namespace = load_answer(code, name)
+    return check(*(namespace[n] for n in names))
+
+
+def test_every_coding_exercise_has_six_wrong_answers():
+    assert set(WRONG_ANSWERS) == set(CHECKS)
+    for label, answers in WRONG_ANSWERS.items():
+        assert len(answers) >= 6, f"{label}: {len(answers)} wrong answers"
+        assert len({a.name for a in answers}) == len(answers)
+
+
+@pytest.mark.parametrize("label", sorted(CHECKS))
+def test_the_chapters_solution_passes(label):
+    verdict = run_check(label, PRELUDE + solution_source(label), f"solution {label}")
+    assert verdict.ok, verdict.summary()
+    assert verdict.score == 1.0
+
+
+@pytest.mark.parametrize("label, wrong", CASES, ids=[f"{lab}:{w.name}" for lab, w in CASES])
+def test_wrong_answer_fails_with_its_hint(label, wrong):
+    verdict = run_check(label, wrong.code, wrong.name)
+    text = " | ".join(hint for _, hint in verdict.failed)
+    assert not verdict.ok, f"{wrong.name} passed every check"
+    assert wrong.hint.lower() in text.lower(), text
+    if wrong.non_attempt:
+        assert verdict.score == 0.0, f"non-attempt {wrong.name} scored {verdict.score}"
+    else:
+        assert verdict.score < 1.0
+
+
+@pytest.mark.parametrize("label", sorted(CHECKS))
+def test_not_implemented_scores_zero(label):
+    check, names = CHECKS[label]
+
+    def todo(*args, **kwargs):
+        raise NotImplementedError(f"{label}: your code here")
+
+    verdict = check(*(todo for _ in names))
+    assert verdict.not_implemented and verdict.score == 0.0

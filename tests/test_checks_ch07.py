@@ -74,7 +74,14 @@ def not_implemented(scores):
     raise NotImplementedError("ex-07-causal-softmax: ...")
 
 
-@pytest.mark.parametrize("answer", [correct_causal, correct_causal_renormalise])
+def test_causal_softmax_renormalise_answer_fails_on_large_scores():
+    verdict = ch07.causal_softmax(correct_causal_renormalise)
+    assert not verdict.ok
+    assert verdict.failed == [("large future scores: no NaN, no change", verdict.failed[0][1])]
+    assert "turn into NaN" in hints(verdict)
+
+
+@pytest.mark.parametrize("answer", [correct_causal])
 def test_causal_softmax_correct_answers_pass(answer):
     verdict = ch07.causal_softmax(answer)
     assert verdict.ok, verdict.summary()
@@ -253,3 +260,79 @@ def test_checks_are_registered():
 
     assert REGISTRY["ex-07-causal-softmax"] is ch07.causal_softmax
     assert REGISTRY["ex-07-decoder-mask"] is ch07.decoder_mask
+
+
+# ---------------------------------------------------------------- the wrong-answer fixture
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import nbformat  # noqa: E402
+
+from wrong_answers import load_answer  # noqa: E402
+from wrong_answers.ch07 import WRONG_ANSWERS  # noqa: E402
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "07_causal_attention.ipynb"
+CHECKS = {
+    "ex-07-causal-softmax": (ch07.causal_softmax, ("causal_weights",)),
+    "ex-07-decoder-mask": (ch07.decoder_mask, ("decoder_mask",)),
+    "ex-07-decoder-block": (ch07.decoder_block, ("DecoderBlock",)),
+}
+PRELUDE = (
+    "import torch\nfrom torch import nn\n"
+    "from attention_book.multihead import MultiHeadAttention\n"
+)
+CASES = [(label, wrong) for label, answers in WRONG_ANSWERS.items() for wrong in answers]
+
+
+def solution_source(label):
+    """The chapter's answer cell for ``label`` (the code cell after its solution-start)."""
+    cells = nbformat.read(str(NOTEBOOK), as_version=4).cells
+    for index, cell in enumerate(cells):
+        if cell.cell_type == "markdown" and re.search(
+            r"\{solution-start\}\s+" + re.escape(label) + r"\b", cell.source
+        ):
+            return next(c.source for c in cells[index + 1:] if c.cell_type == "code")
+    raise AssertionError(f"no solution cell for {label} in {NOTEBOOK.name}")
+
+
+def run_check(label, code, name):
+    check, names = CHECKS[label]
+    namespace = load_answer(code, name)
+    return check(*(namespace[n] for n in names))
+
+
+def test_every_coding_exercise_has_six_wrong_answers():
+    assert set(WRONG_ANSWERS) == set(CHECKS)
+    for label, answers in WRONG_ANSWERS.items():
+        assert len(answers) >= 6, f"{label}: {len(answers)} wrong answers"
+        assert len({a.name for a in answers}) == len(answers)
+
+
+@pytest.mark.parametrize("label", sorted(CHECKS))
+def test_the_chapters_solution_passes(label):
+    verdict = run_check(label, PRELUDE + solution_source(label), f"solution {label}")
+    assert verdict.ok, verdict.summary()
+    assert verdict.score == 1.0
+
+
+@pytest.mark.parametrize("label, wrong", CASES, ids=[f"{lab}:{w.name}" for lab, w in CASES])
+def test_wrong_answer_fails_with_its_hint(label, wrong):
+    verdict = run_check(label, wrong.code, wrong.name)
+    text = " | ".join(hint for _, hint in verdict.failed)
+    assert not verdict.ok, f"{wrong.name} passed every check"
+    assert wrong.hint.lower() in text.lower(), text
+    if wrong.non_attempt:
+        assert verdict.score == 0.0, f"non-attempt {wrong.name} scored {verdict.score}"
+    else:
+        assert verdict.score < 1.0
+
+
+@pytest.mark.parametrize("label", sorted(CHECKS))
+def test_not_implemented_scores_zero(label):
+    check, names = CHECKS[label]
+
+    def todo(*args, **kwargs):
+        raise NotImplementedError(f"{label}: your code here")
+
+    verdict = check(*(todo for _ in names))
+    assert verdict.not_implemented and verdict.score == 0.0

@@ -1,5 +1,6 @@
 """Chapter 8 self-checks: right answers pass, typical wrong answers get their specific hint."""
 
+import torch
 import torch.nn.functional as F
 
 from attention_book.checks import ch08
@@ -131,7 +132,7 @@ def test_training_step_not_flattened():
 def test_training_step_returns_tensor():
     verdict = ch08.training_step(returns_tensor)
     assert "return loss.item()" in hints(verdict)
-    assert verdict.score == 2 / 3
+    assert verdict.score == 3 / 4
 
 
 def test_training_step_not_implemented():
@@ -202,7 +203,7 @@ def test_accuracy_argmax_over_wrong_dim():
 def test_accuracy_hard_coded_batch():
     verdict = ch08.accuracy(hard_coded_batch)
     assert "do not hard-code" in hints(verdict)
-    assert verdict.score == 2 / 3
+    assert verdict.score == 3 / 4
 
 
 def test_accuracy_not_implemented():
@@ -210,7 +211,87 @@ def test_accuracy_not_implemented():
     assert verdict.not_implemented
 
 
+def test_accuracy_non_attempt_scores_zero():
+    verdict = ch08.accuracy(lambda logits, targets: 0.0)
+    assert verdict.score == 0.0, verdict.summary()
+
+
 def test_checks_are_registered():
     from attention_book.checks import REGISTRY
 
-    assert "ex-08-training-step" in REGISTRY and "ex-08-accuracy" in REGISTRY
+    assert {"ex-08-training-step", "ex-08-accuracy", "ex-08-override"} <= set(REGISTRY)
+
+
+def test_checks_leave_the_random_state_alone():
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    ch08.training_step(correct_step)
+    ch08.override(lambda model, inputs, last_row: torch.zeros(inputs.shape[0], dtype=torch.long))
+    assert torch.equal(torch.rand(3), expected)
+
+
+# ---------------------------------------------------------------- the wrong-answer fixture
+import pytest  # noqa: E402
+
+from exercise_fixtures import solution_code  # noqa: E402
+from wrong_answers import load_answer  # noqa: E402
+from wrong_answers.ch08 import WRONG_ANSWERS  # noqa: E402
+
+CHECKS = {
+    "ex-08-training-step": (ch08.training_step, "training_step"),
+    "ex-08-accuracy": (ch08.accuracy, "last_token_accuracy"),
+    "ex-08-override": (ch08.override, "predict_with_last_row"),
+}
+PRELUDE = "import torch\nimport torch.nn.functional as F\n"
+CASES = [(label, wrong) for label, answers in WRONG_ANSWERS.items() for wrong in answers]
+
+
+def run_check(label, code, name):
+    check, answer_name = CHECKS[label]
+    return check(load_answer(code, name)[answer_name])
+
+
+def test_every_coding_exercise_has_six_wrong_answers():
+    assert set(WRONG_ANSWERS) == set(CHECKS)
+    for label, answers in WRONG_ANSWERS.items():
+        assert len(answers) >= 6, f"{label}: {len(answers)} wrong answers"
+        assert len({a.name for a in answers}) == len(answers)
+        assert any(a.non_attempt for a in answers), f"{label}: no non-attempt"
+
+
+@pytest.mark.parametrize("label", sorted(CHECKS))
+def test_the_chapters_solution_passes(label):
+    verdict = run_check(label, PRELUDE + solution_code("08", label), f"solution {label}")
+    assert verdict.ok, verdict.summary()
+    assert verdict.score == 1.0
+
+
+@pytest.mark.parametrize("label, wrong", CASES, ids=[f"{lab}:{w.name}" for lab, w in CASES])
+def test_wrong_answer_fails_with_its_hint(label, wrong):
+    verdict = run_check(label, wrong.code, wrong.name)
+    text = " | ".join(hint for _, hint in verdict.failed)
+    assert not verdict.ok, f"{wrong.name} passed every check"
+    assert wrong.hint.lower() in text.lower(), text
+    if wrong.non_attempt:
+        assert verdict.score == 0.0, f"non-attempt {wrong.name} scored {verdict.score}"
+    else:
+        assert verdict.score < 1.0
+
+
+@pytest.mark.parametrize("label", sorted(CHECKS))
+def test_not_implemented_scores_zero(label):
+    check, _ = CHECKS[label]
+
+    def todo(*args, **kwargs):
+        raise NotImplementedError(f"{label}: your code here")
+
+    verdict = check(todo)
+    assert verdict.not_implemented and verdict.score == 0.0
+
+
+def test_the_package_s_own_code_is_refused():
+    from attention_book.hello_world import last_token_accuracy
+
+    verdict = ch08.accuracy(last_token_accuracy)
+    assert verdict.score == 0.0 and verdict.write_your_own

@@ -1,182 +1,116 @@
-"""Chapter 9 self-checks: right answers pass, typical wrong answers get their specific hint."""
+"""Chapter 9 self-checks: the chapter's solutions pass, every wrong answer fails with its hint,
+non-attempts score 0 (tests/wrong_answers/ch09.py)."""
 
-import math
+from __future__ import annotations
 
+import re
+from pathlib import Path
+
+import nbformat
 import pytest
-import torch
-import torch.nn.functional as F
 
 from attention_book.checks import ch09
+from wrong_answers import load_answer
+from wrong_answers.ch09 import WRONG_ANSWERS
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "09_attention_at_scale.ipynb"
+CHECKS = {
+    "ex-09-flops": (ch09.flops, ("attention_flops",)),
+    "ex-09-kv-step": (ch09.kv_step, ("decode_step",)),
+    "ex-09-chunk-mask": (ch09.chunk_mask, ("chunk_mask",)),
+}
+PRELUDE = "import math\nimport torch\nimport torch.nn.functional as F\n"
+CASES = [(label, wrong) for label, answers in WRONG_ANSWERS.items() for wrong in answers]
+
+RIGHT_ANSWERS = {
+    "ex-09-flops": [
+        # head by head, summed: the same count
+        "def attention_flops(batch_size, num_tokens, d_model, num_heads):\n"
+        "    hd = d_model // num_heads\n"
+        "    core = num_heads * 2 * (2 * batch_size * num_tokens**2 * hd)\n"
+        "    return 8 * batch_size * num_tokens * d_model**2 + core\n",
+        # a float is a number too
+        "def attention_flops(batch_size, num_tokens, d_model, num_heads):\n"
+        "    B, T, d = batch_size, num_tokens, d_model\n"
+        "    return float(8 * B * T * d * d + 4 * B * T * T * d)\n",
+    ],
+    "ex-09-kv-step": [
+        "def decode_step(query, new_key, new_value, cache_keys, cache_values):\n"
+        "    keys = torch.cat([cache_keys, new_key], dim=2)\n"
+        "    values = torch.cat([cache_values, new_value], dim=2)\n"
+        "    return F.scaled_dot_product_attention(query, keys, values), keys, values\n",
+    ],
+    "ex-09-chunk-mask": [
+        "def chunk_mask(num_new, num_cached):\n"
+        "    total = num_cached + num_new\n"
+        "    rows = torch.arange(num_cached, total)[:, None]\n"
+        "    return torch.arange(total)[None, :] > rows\n",
+    ],
+}
 
 
-# ---------------------------------------------------------------- ex-09-flops
-def correct_flops(batch_size, num_tokens, d_model, num_heads):
-    projections = 4 * 2 * batch_size * num_tokens * d_model * d_model
-    core = 2 * 2 * batch_size * num_tokens * num_tokens * d_model
-    return projections + core
+def solution_source(label):
+    """The chapter's answer cell for ``label`` (the code cell after its solution-start)."""
+    cells = nbformat.read(str(NOTEBOOK), as_version=4).cells
+    for index, cell in enumerate(cells):
+        if cell.cell_type == "markdown" and re.search(
+            r"\{solution-start\}\s+" + re.escape(label) + r"\b", cell.source
+        ):
+            return next(c.source for c in cells[index + 1:] if c.cell_type == "code")
+    raise AssertionError(f"no solution cell for {label} in {NOTEBOOK.name}")
 
 
-def correct_flops_per_head(batch_size, num_tokens, d_model, num_heads):  # summed head by head
-    head_dim = d_model // num_heads
-    core = num_heads * 2 * (2 * batch_size * num_tokens * num_tokens * head_dim)
-    return 8 * batch_size * num_tokens * d_model**2 + core
+def run_check(label, code, name):
+    check, names = CHECKS[label]
+    namespace = load_answer(code, name)
+    return check(*(namespace[n] for n in names))
 
 
-def correct_flops_float(batch_size, num_tokens, d_model, num_heads):
-    return float(correct_flops(batch_size, num_tokens, d_model, num_heads))
+def test_every_coding_exercise_has_six_wrong_answers():
+    assert set(WRONG_ANSWERS) == set(CHECKS)
+    for label, answers in WRONG_ANSWERS.items():
+        assert len(answers) >= 6, f"{label}: {len(answers)} wrong answers"
+        assert len({a.name for a in answers}) == len(answers)
+        assert any(a.non_attempt for a in answers), f"{label}: no non-attempt"
 
 
-def flops_as_macs(B, T, d, H):
-    return correct_flops(B, T, d, H) // 2
+@pytest.mark.parametrize("label", sorted(CHECKS))
+def test_the_chapters_solution_passes(label):
+    verdict = run_check(label, PRELUDE + solution_source(label), f"solution {label}")
+    assert verdict.ok, verdict.summary()
+    assert verdict.score == 1.0
 
 
-def flops_times_heads(B, T, d, H):
-    return 8 * B * T * d * d + H * 4 * B * T * T * d
-
-
-def flops_core_only(B, T, d, H):
-    return 4 * B * T * T * d
-
-
-def flops_projections_only(B, T, d, H):
-    return 8 * B * T * d * d
-
-
-def flops_one_product(B, T, d, H):
-    return 8 * B * T * d * d + 2 * B * T * T * d
-
-
-def flops_three_projections(B, T, d, H):
-    return 6 * B * T * d * d + 4 * B * T * T * d
-
-
-def flops_not_implemented(B, T, d, H):
-    raise NotImplementedError("ex-09-flops: ...")
-
-
-def flops_no_return(B, T, d, H):
-    correct_flops(B, T, d, H)
-
-
-@pytest.mark.parametrize("answer", [correct_flops, correct_flops_per_head, correct_flops_float])
-def test_flops_correct_answers_pass(answer):
-    verdict = ch09.flops(answer)
+@pytest.mark.parametrize("label, index", [(label, i) for label, codes in RIGHT_ANSWERS.items()
+                                          for i in range(len(codes))])
+def test_other_right_answers_pass(label, index):
+    verdict = run_check(label, PRELUDE + RIGHT_ANSWERS[label][index], f"right {label} {index}")
     assert verdict.ok, verdict.summary()
 
 
-@pytest.mark.parametrize("answer, hint", [
-    (flops_as_macs, "multiply-adds"),
-    (flops_times_heads, "once per head"),
-    (flops_core_only, "only the attention core"),
-    (flops_projections_only, "only the projections"),
-    (flops_one_product, "only one of the two"),
-    (flops_three_projections, "out_proj"),
-    (flops_no_return, "forget `return`"),
-])
-def test_flops_wrong_answers_get_their_hint(answer, hint):
-    verdict = ch09.flops(answer)
-    assert not verdict.ok
-    assert any(hint in message for _, message in verdict.failed), verdict.summary()
+@pytest.mark.parametrize("label, wrong", CASES, ids=[f"{lab}:{w.name}" for lab, w in CASES])
+def test_wrong_answer_fails_with_its_hint(label, wrong):
+    verdict = run_check(label, wrong.code, wrong.name)
+    text = " | ".join(hint for _, hint in verdict.failed)
+    assert not verdict.ok, f"{wrong.name} passed every check"
+    assert wrong.hint.lower() in text.lower(), text
+    if wrong.non_attempt:
+        assert verdict.score == 0.0, f"non-attempt {wrong.name} scored {verdict.score}"
+    else:
+        assert verdict.score < 1.0
 
 
-def test_flops_heads_dependence_is_caught():
-    verdict = ch09.flops(flops_times_heads)
-    assert "the count does not depend on the number of heads" in [name for name, _ in verdict.failed]
+@pytest.mark.parametrize("label", sorted(CHECKS))
+def test_not_implemented_scores_zero(label):
+    check, names = CHECKS[label]
+
+    def todo(*args, **kwargs):
+        raise NotImplementedError(f"{label}: your code here")
+
+    verdict = check(*(todo for _ in names))
+    assert verdict.not_implemented and verdict.score == 0.0
 
 
-def test_flops_not_implemented():
-    verdict = ch09.flops(flops_not_implemented)
-    assert verdict.not_implemented and verdict.score == 0
-
-
-# ---------------------------------------------------------------- ex-09-kv-step
-def correct_step(query, new_key, new_value, cache_keys, cache_values):
-    keys = torch.cat([cache_keys, new_key], dim=-2)
-    values = torch.cat([cache_values, new_value], dim=-2)
-    weights = torch.softmax(query @ keys.transpose(-2, -1) / math.sqrt(query.shape[-1]), dim=-1)
-    return weights @ values, keys, values
-
-
-def correct_step_sdpa(query, new_key, new_value, cache_keys, cache_values):
-    keys = torch.cat([cache_keys, new_key], dim=-2)
-    values = torch.cat([cache_values, new_value], dim=-2)
-    return F.scaled_dot_product_attention(query, keys, values), keys, values
-
-
-def step_no_append(query, new_key, new_value, cache_keys, cache_values):
-    weights = torch.softmax(query @ cache_keys.transpose(-2, -1) / math.sqrt(query.shape[-1]), -1)
-    return weights @ cache_values, cache_keys, cache_values
-
-
-def step_wrong_dim(query, new_key, new_value, cache_keys, cache_values):
-    keys = torch.cat([cache_keys, new_key], dim=1)
-    values = torch.cat([cache_values, new_value], dim=1)
-    return correct_step(query, new_key, new_value, cache_keys, cache_values)[0], keys, values
-
-
-def step_new_first(query, new_key, new_value, cache_keys, cache_values):
-    context, _, _ = correct_step(query, new_key, new_value, cache_keys, cache_values)
-    return context, torch.cat([new_key, cache_keys], -2), torch.cat([new_value, cache_values], -2)
-
-
-def step_unscaled(query, new_key, new_value, cache_keys, cache_values):
-    keys = torch.cat([cache_keys, new_key], dim=-2)
-    values = torch.cat([cache_values, new_value], dim=-2)
-    return torch.softmax(query @ keys.transpose(-2, -1), dim=-1) @ values, keys, values
-
-
-def step_is_causal(query, new_key, new_value, cache_keys, cache_values):
-    keys = torch.cat([cache_keys, new_key], dim=-2)
-    values = torch.cat([cache_values, new_value], dim=-2)
-    return F.scaled_dot_product_attention(query, keys, values, is_causal=True), keys, values
-
-
-def step_wrong_softmax_dim(query, new_key, new_value, cache_keys, cache_values):
-    keys = torch.cat([cache_keys, new_key], dim=-2)
-    values = torch.cat([cache_values, new_value], dim=-2)
-    weights = torch.softmax(query @ keys.transpose(-2, -1) / math.sqrt(query.shape[-1]), dim=-2)
-    return weights @ values, keys, values
-
-
-def step_swapped(query, new_key, new_value, cache_keys, cache_values):
-    context, keys, values = correct_step(query, new_key, new_value, cache_keys, cache_values)
-    return context, values, keys
-
-
-def step_only_context(query, new_key, new_value, cache_keys, cache_values):
-    return correct_step(query, new_key, new_value, cache_keys, cache_values)[0]
-
-
-def step_not_implemented(*args):
-    raise NotImplementedError("ex-09-kv-step: ...")
-
-
-@pytest.mark.parametrize("answer", [correct_step, correct_step_sdpa])
-def test_kv_step_correct_answers_pass(answer):
-    verdict = ch09.kv_step(answer)
-    assert verdict.ok, verdict.summary()
-
-
-@pytest.mark.parametrize("answer, hint", [
-    (step_no_append, "still have 5 tokens"),
-    (step_wrong_dim, "dim=-2"),
-    (step_new_first, "at the front"),
-    (step_unscaled, "not scaled"),
-    (step_is_causal, "top-left"),
-    (step_wrong_softmax_dim, "wrong dimension"),
-    (step_swapped, "swapped"),
-    (step_only_context, "three tensors"),
-])
-def test_kv_step_wrong_answers_get_their_hint(answer, hint):
-    verdict = ch09.kv_step(answer)
-    assert not verdict.ok
-    assert any(hint in message for _, message in verdict.failed), verdict.summary()
-
-
-def test_kv_step_not_implemented():
-    verdict = ch09.kv_step(step_not_implemented)
-    assert verdict.not_implemented and verdict.score == 0
-
-
-def test_kv_step_wrong_answers_score_partially():
-    assert 0 < ch09.kv_step(step_unscaled).score < 1
+def test_banners_use_the_chapter_number():
+    verdict = run_check("ex-09-flops", PRELUDE + solution_source("ex-09-flops"), "banner")
+    assert verdict.name.startswith("Exercise 9.")

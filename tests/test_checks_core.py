@@ -56,3 +56,407 @@ def test_crash_while_building_tests_is_reported():
     verdict = build(lambda: [][1])
     assert verdict.score == 0.0 and "IndexError" in verdict.failed[0][1]
     assert build(lambda: (_ for _ in ()).throw(NotImplementedError())).not_implemented
+
+
+# --------------------------------------------------------------------------------------------------
+# Contract 6: guards, non-attempts, reading the answer's code, "write your own"
+# --------------------------------------------------------------------------------------------------
+
+import textwrap  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from attention_book.checks.core import Guard, Verdict, answer_source, calls, package_use  # noqa: E402
+from attention_book.checks.numbering import NUMBERS, exercise_name, exercise_number  # noqa: E402
+from tests.wrong_answers import load_answer  # noqa: E402
+
+
+@register("ex-00-guarded", "Guarded")
+def guarded(double):
+    x = torch.arange(4.0)
+
+    def values():
+        if not torch.equal(double(x.clone()), 2 * x):
+            raise Hint("return 2 * x")
+
+    def untouched():
+        kept = x.clone()
+        double(kept)
+        if not torch.equal(kept, x):
+            raise Hint("do not change the input in place")
+
+    def shape():
+        assert double(x.clone()).shape == x.shape, "keep the shape"
+
+    return [("doubles", values), Guard("input unchanged", untouched), Guard("keeps the shape", shape)]
+
+
+def test_guards_count_when_a_value_test_passes():
+    verdict = guarded(lambda x: 2 * x)
+    assert verdict.ok and verdict.score == 1.0 and verdict.passed == ["doubles", "input unchanged", "keeps the shape"]
+
+
+@pytest.mark.parametrize(
+    "non_attempt", [torch.zeros_like, lambda x: x, lambda x: x.clone(), lambda x: None], ids=["zeros", "identity", "copy", "none"]
+)
+def test_a_non_attempt_scores_zero(non_attempt):
+    verdict = guarded(non_attempt)
+    assert verdict.score == 0.0 and not verdict.ok and verdict.passed == []
+    names = [name for name, _ in verdict.failed]
+    assert names == ["doubles", "input unchanged", "keeps the shape"]
+
+
+def test_a_guard_that_passes_without_values_says_why():
+    verdict = guarded(torch.zeros_like)
+    hints = dict(verdict.failed)
+    assert "no value check passed" in hints["input unchanged"]
+
+
+def test_a_failing_guard_keeps_its_own_hint():
+    def in_place(x):
+        x.mul_(2)
+        return x
+
+    verdict = guarded(in_place)
+    assert verdict.passed == ["doubles", "keeps the shape"]
+    assert verdict.failed == [("input unchanged", "do not change the input in place")]
+    assert verdict.score == pytest.approx(2 / 3)
+
+
+def test_guard_unpacks_like_a_pair():
+    name, test = Guard("g", print)
+    assert (name, test) == ("g", print)
+
+
+def test_a_check_of_guards_only_is_refused():
+    @register("ex-00-only-guards", "Only guards")
+    def only_guards(answer):
+        return [Guard("g", lambda: None)]
+
+    with pytest.raises(ValueError, match="every test is a Guard"):
+        only_guards(lambda: None)
+
+
+def test_a_malformed_test_list_is_refused():
+    @register("ex-00-malformed", "Malformed")
+    def malformed(answer):
+        return [("name", "not callable")]
+
+    with pytest.raises(TypeError, match=r"\(name, test\) pairs or Guard"):
+        malformed(lambda: None)
+
+
+def test_not_implemented_in_a_later_answer_scores_zero():
+    @register("ex-00-two", "Two answers")
+    def two(first, second):
+        return [("first", first), ("second", second)]
+
+    def stub():
+        raise NotImplementedError("ex-00-two: replace this line with your code")
+
+    verdict = two(lambda: None, stub)
+    assert verdict.not_implemented and verdict.score == 0.0
+    assert verdict.summary().endswith("not implemented yet")
+
+
+# --- answer_source ---------------------------------------------------------------------------------
+
+FUNCTION = '''
+import torch
+
+def my_softmax(scores, dim=-1):
+    shifted = scores - scores.amax(dim=dim, keepdim=True)
+    return shifted.exp() / shifted.exp().sum(dim=dim, keepdim=True)
+'''
+
+MODULE_CLASS = '''
+import torch
+from torch import nn
+
+class Doubler(nn.Module):
+    """A module the reader wrote."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = 2.0
+
+    def forward(self, x):
+        return self.scale * x
+'''
+
+
+def test_answer_source_of_a_function():
+    fn = load_answer(FUNCTION, "src-fn")["my_softmax"]
+    source = answer_source(fn)
+    assert source.startswith("def my_softmax(scores, dim=-1):") and "amax" in source
+
+
+def test_answer_source_of_a_class_and_of_its_object():
+    namespace = load_answer(MODULE_CLASS, "src-class")
+    source = answer_source(namespace["Doubler"])
+    assert source.startswith("class Doubler(nn.Module):") and "def forward" in source
+    assert "import torch" not in source  # only the class, not the whole cell
+    assert answer_source(namespace["Doubler"]()) == source
+
+
+def test_answer_source_of_a_lambda_and_a_partial():
+    import functools
+
+    namespace = load_answer("double = lambda x: 2 * x\n", "src-lambda")
+    assert "2 * x" in answer_source(namespace["double"])
+    fn = load_answer(FUNCTION, "src-partial")["my_softmax"]
+    assert answer_source(functools.partial(fn, dim=0)) == answer_source(fn)
+
+
+def test_answer_source_without_source_is_a_hint():
+    with pytest.raises(Hint, match="could not read the source"):
+        answer_source(torch.softmax)
+    namespace: dict = {}
+    exec("def made_up(x):\n    return x\n", namespace)  # no linecache entry: no source
+    with pytest.raises(Hint, match="define it with `def`"):
+        answer_source(namespace["made_up"])
+
+
+IPYTHON_SCRIPT = """
+from IPython.core.interactiveshell import InteractiveShell
+from attention_book.checks.core import answer_source, calls, package_use
+
+shell = InteractiveShell.instance()
+shell.run_cell(CELL).raise_error()
+shell.run_cell("from attention_book.scores import stable_softmax").raise_error()
+shell.run_cell("def lazy(scores, dim=-1):\\n    return stable_softmax(scores, dim)").raise_error()
+ns = shell.user_ns
+assert answer_source(ns["Doubler"]).startswith("class Doubler(nn.Module):"), answer_source(ns["Doubler"])
+assert answer_source(ns["obj"]).startswith("class Doubler(nn.Module):")
+assert answer_source(ns["my_softmax"]).startswith("def my_softmax(")
+assert calls(ns["my_softmax"], ["torch.softmax", "exp"]) == ["exp"]
+assert package_use(ns["my_softmax"]) == "" and package_use(ns["Doubler"]) == ""
+assert "attention_book.scores.stable_softmax" in package_use(ns["lazy"])
+print("ok")
+"""
+
+
+def test_answer_source_in_an_ipython_cell():
+    """Notebook cells: a class in ``__main__`` has no file, yet its source is found.
+
+    Runs in a separate Python: an IPython shell changes process-wide state (display hook, builtins).
+    """
+    import subprocess
+    import sys
+
+    cell = MODULE_CLASS + "\nobj = Doubler()\n" + FUNCTION
+    script = f"CELL = {cell!r}\n" + IPYTHON_SCRIPT
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stdout + result.stderr
+
+
+# --- calls -----------------------------------------------------------------------------------------
+
+SOFTMAX_NAMES = ["torch.softmax", "F.softmax", "softmax", "log_softmax"]
+
+
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        (FUNCTION, []),
+        ("import torch\ndef f(s, dim=-1):\n    return torch.softmax(s, dim)\n", ["torch.softmax", "softmax"]),
+        ("import torch.nn.functional as F\ndef f(s, dim=-1):\n    return F.softmax(s, dim)\n",
+         ["F.softmax", "softmax"]),
+        ("import torch\ndef f(s, dim=-1):\n    return torch.nn.functional.softmax(s, dim)\n",
+         ["F.softmax", "softmax"]),
+        ("def f(s, dim=-1):\n    return s.softmax(dim)\n", ["softmax"]),
+        ("import torch\ndef f(s, dim=-1):\n    return torch.log_softmax(s, dim).exp()\n", ["log_softmax"]),
+        ("import torch\ndef f(s, dim=-1):\n    return torch.special.softmax(s, dim)\n", ["softmax"]),
+        ("from torch import softmax as sm\ndef f(s, dim=-1):\n    return sm(s, dim)\n",
+         ["torch.softmax", "softmax"]),
+        ("import torch\npick = torch.softmax\ndef f(s, dim=-1):\n    return pick(s, dim)\n",
+         ["torch.softmax", "softmax"]),
+        ("import torch\ndef f(s, dim=-1, fn=torch.softmax):\n    return fn(s, dim)\n",
+         ["torch.softmax", "softmax"]),
+        ("def f(s, dim=-1):\n    from torch import softmax\n    return softmax(s, dim)\n",
+         ["torch.softmax", "softmax"]),
+        ("def f(s, dim=-1):\n    import torch.nn.functional as G\n    return G.softmax(s, dim)\n",
+         ["F.softmax", "softmax"]),
+        # a local variable called softmax is not a call of torch.softmax
+        ("def f(s, dim=-1):\n    e = s.exp()\n    softmax = e / e.sum(dim, keepdim=True)\n    return softmax\n", []),
+    ],
+    ids=["own", "torch", "F", "long-path", "method", "log-softmax", "special", "alias", "global-alias",
+         "default-arg", "import-inside", "import-as-inside", "local-name"],
+)
+def test_calls_finds_softmax_however_it_is_spelled(code, expected):
+    fn = load_answer(code, f"calls-{abs(hash(code))}")["f" if "def f" in code else "my_softmax"]
+    assert calls(fn, SOFTMAX_NAMES) == expected
+
+
+def test_calls_on_a_library_function_itself():
+    assert calls(torch.softmax, SOFTMAX_NAMES) == ["torch.softmax", "softmax"]
+    assert calls(torch.nn.functional.softmax, SOFTMAX_NAMES) == ["F.softmax", "softmax"]
+
+
+def test_calls_inside_a_class():
+    namespace = load_answer(MODULE_CLASS.replace("self.scale * x", "torch.softmax(x, -1)"), "calls-class")
+    assert calls(namespace["Doubler"], ["torch.softmax"]) == ["torch.softmax"]
+    assert calls(namespace["Doubler"](), ["torch.softmax"]) == ["torch.softmax"]
+
+
+# --- write your own --------------------------------------------------------------------------------
+
+PACKAGE_ANSWERS = {
+    "is-the-function": "from attention_book.scores import stable_softmax as my_softmax\n",
+    "calls-it": (
+        "from attention_book.scores import stable_softmax\n"
+        "def my_softmax(scores, dim=-1):\n    return stable_softmax(scores, dim)\n"
+    ),
+    "imports-inside": (
+        "def my_softmax(scores, dim=-1):\n"
+        "    from attention_book.scores import stable_softmax\n    return stable_softmax(scores, dim)\n"
+    ),
+    "module-alias": (
+        "import attention_book as ab\n"
+        "def my_softmax(scores, dim=-1):\n    return ab.scores.stable_softmax(scores, dim)\n"
+    ),
+    "through-a-helper": (
+        "from attention_book import scores as package_scores\n"
+        "def helper(s, d):\n    return package_scores.stable_softmax(s, d)\n"
+        "def my_softmax(scores, dim=-1):\n    return helper(scores, dim)\n"
+    ),
+    "default-argument": (
+        "from attention_book.scores import stable_softmax\n"
+        "def my_softmax(scores, dim=-1, impl=stable_softmax):\n    return impl(scores, dim)\n"
+    ),
+    "lambda": "from attention_book.scores import stable_softmax\nmy_softmax = lambda s, dim=-1: stable_softmax(s, dim)\n",
+    "partial": (
+        "import functools\nfrom attention_book.scores import stable_softmax\n"
+        "my_softmax = functools.partial(stable_softmax)\n"
+    ),
+}
+
+
+@register("ex-00-softmax", "Softmax")
+def softmax_check(my_softmax):
+    scores = torch.randn(3, 4, generator=torch.Generator().manual_seed(0))
+
+    def values():
+        assert torch.allclose(my_softmax(scores, dim=-1), torch.softmax(scores, -1), atol=1e-6), "wrong weights"
+
+    return [("matches torch.softmax", values)]
+
+
+@pytest.mark.parametrize("name", sorted(PACKAGE_ANSWERS))
+def test_package_answers_get_write_your_own(name):
+    answer = load_answer(PACKAGE_ANSWERS[name], f"package-{name}")["my_softmax"]
+    verdict = softmax_check(answer)
+    assert verdict.score == 0.0 and not verdict.ok and verdict.write_your_own
+    assert "write your own" in str(verdict) and "attention_book" in str(verdict)
+    assert "write your own" in verdict.summary() and verdict.failed
+    assert verdict.as_dict()["write_your_own"]
+
+
+def test_own_answer_is_not_refused():
+    own = load_answer(FUNCTION, "own-softmax")["my_softmax"]
+    verdict = softmax_check(own)
+    assert verdict.ok and not verdict.write_your_own and verdict.as_dict()["write_your_own"] == ""
+
+
+CLASS_ANSWERS = {
+    "own-nn-module": (MODULE_CLASS, ""),
+    "subclass-of-package": (
+        "from attention_book.multihead import MultiHeadAttention\n"
+        "class Mine(MultiHeadAttention):\n    pass\n", "subclasses"),
+    "method-calls-package": (
+        MODULE_CLASS.replace("self.scale * x", "masks.causal_mask(x.shape[-1])").replace(
+            "from torch import nn", "from torch import nn\nfrom attention_book import masks"),
+        "attention_book.masks"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLASS_ANSWERS))
+def test_class_answers(name):
+    code, expected = CLASS_ANSWERS[name]
+    namespace = load_answer(code, f"class-{name}")
+    cls = namespace.get("Doubler") or namespace["Mine"]
+    found = package_use(cls)
+    if expected:
+        assert expected in found and found == package_use(cls.__new__(cls))
+    else:
+        assert found == "" and package_use(cls()) == ""
+
+
+def test_objects_of_package_classes_are_refused_but_data_is_not():
+    from attention_book.multihead import MultiHeadAttention
+
+    module = MultiHeadAttention(4, 4, context_length=3, dropout=0.0, num_heads=2)
+    assert "is `attention_book.multihead.MultiHeadAttention`" in package_use(module)
+    for data in (torch.zeros(2), 3, "text", None, [1, 2], torch.softmax, torch.nn.Linear(2, 2)):
+        assert package_use(data) == ""
+
+
+def test_allowed_package_objects():
+    from attention_book.multihead import MultiHeadAttention
+
+    code = (
+        "from attention_book.multihead import MultiHeadAttention\n"
+        "def build(d):\n    return MultiHeadAttention(d, d, 4, 0.0, 2)\n"
+    )
+    build = load_answer(code, "allowed")["build"]
+    assert "MultiHeadAttention" in package_use(build)
+    assert package_use(build, allowed=[MultiHeadAttention]) == ""
+    assert package_use(build, allowed=["attention_book.multihead.MultiHeadAttention"]) == ""
+
+    @register("ex-00-allowed", "Allowed", allowed=["attention_book.multihead.MultiHeadAttention"])
+    def allowed_check(builder):
+        return [("builds", lambda: builder(4))]
+
+    assert allowed_check(build).ok
+
+
+# --- numbering -------------------------------------------------------------------------------------
+
+
+def test_banners_use_the_chapter_number():
+    label = next(iter(NUMBERS))
+    number = NUMBERS[label]
+    verdict = Verdict(label, "Title", passed=["a"])
+    assert str(verdict).startswith(f"Exercise {number}: Title")
+    assert verdict.summary().startswith(f"Exercise {number}: ")
+    assert exercise_name(label) == f"Exercise {number}" and exercise_number(label) == number
+    assert exercise_name("ex-00-demo") == "Exercise ex-00-demo"  # not in the book: the label
+    with pytest.raises(TypeError, match="label must be a str"):
+        exercise_number(3)
+
+
+def test_every_registered_check_has_a_number():
+    import importlib
+
+    for n in range(1, 10):
+        importlib.import_module(f"attention_book.checks.ch{n:02d}")
+    from attention_book.checks import REGISTRY
+
+    book = [label for label in REGISTRY if not label.startswith("ex-00-")]
+    assert book and all(label in NUMBERS for label in book), sorted(set(book) - set(NUMBERS))
+    for label in book:
+        assert NUMBERS[label].split(".")[0] == str(int(label[3:5]))
+
+
+def test_helpers_are_followed_in_a_namespace_without_a_name():
+    """The grader runs cells in a plain dict: functions there have no __module__ to go by."""
+    namespace: dict = {}
+    code = PACKAGE_ANSWERS["through-a-helper"]
+    import linecache
+
+    linecache.cache["<no-name>"] = (len(code), None, code.splitlines(True), "<no-name>")
+    exec(compile(code, "<no-name>", "exec"), namespace)
+    assert "attention_book" in package_use(namespace["my_softmax"])
+
+
+def test_an_answer_that_cannot_be_inspected_is_judged_by_its_tests():
+    class Odd:
+        def __getattribute__(self, name):
+            raise RuntimeError("no attributes here")
+
+        def __call__(self, scores, dim=-1):
+            return torch.softmax(scores, dim)
+
+    verdict = softmax_check(Odd())
+    assert not verdict.write_your_own and verdict.total == 1

@@ -67,7 +67,7 @@ def test_token_and_position_embedding_rejects_bad_input(ids, error, message):
 
 
 def test_token_and_position_embedding_rejects_bad_sizes():
-    with pytest.raises(ValueError, match="context_length must be a positive integer"):
+    with pytest.raises(ValueError, match="context_length must be a positive int, got 0"):
         TokenAndPositionEmbedding(10, 0, 3)
 
 
@@ -108,3 +108,19 @@ def test_heatmap_labels_and_rejects_3d():
     assert len(ax.texts) == 4
     with pytest.raises(ValueError, match="2-D"):
         heatmap(torch.zeros(2, 2, 2))
+
+
+def test_one_tokenizer_for_chapter_1_and_the_worked_examples():
+    from attention_book import data, embedding
+
+    assert embedding.build_vocabulary is data.build_vocabulary and embedding.encode is data.encode
+    assert life_vocabulary("b a, c a") == build_vocabulary("b a, c a")
+    tokens, token_ids, _ = life_inputs()
+    assert token_ids.tolist() == encode(" ".join(tokens), life_vocabulary())
+
+
+def test_embedding_checks_its_sizes_with_the_shared_rule():
+    with pytest.raises(TypeError, match=r"embedding_dim must be a positive int, got 2\.5 \(float\)"):
+        TokenAndPositionEmbedding(10, 4, 2.5)  # used to be a raw torch TypeError
+    with pytest.raises(ValueError, match="vocab_size must be a positive int, got 0"):
+        TokenAndPositionEmbedding(0, 4, 3)

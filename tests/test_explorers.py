@@ -266,7 +266,7 @@ def test_static_mode_emits_a_self_contained_html_fallback(journey, monkeypatch):
     assert set(data) == {"text/plain", "text/html"}
     html = data["text/html"]
     element_id = re.search(r'<div class="abx-static" id="([^"]+)"', html).group(1)
-    assert f'document.getElementById(id)' in html and f'const id = "{element_id}"' in html
+    assert 'document.getElementById(id)' in html and f'const id = "{element_id}"' in html
     script = html.split('<script type="module">', 1)[1]
     assert script.count("</script>") == 1 and script.endswith("</script>") and "<!--" not in html
     assert "http://" not in html.replace("http://www.w3.org", "") and "https://" not in html
@@ -345,3 +345,112 @@ def test_demo_training_learns_the_two_patterns():
     assert final.shape == (2, 6, 6) and torch.all(final.triu(1) == 0)
     assert final[0, 1:].argmax(-1).tolist() == [0, 1, 2, 3, 4]  # head 1: the previous token
     assert final[1].argmax(-1).tolist() == [0] * 6  # head 2: the first token
+
+
+# --------------------------------------------------------------------------- several sentences, structure
+
+
+def sentence_batch(num_sentences=3, num_tokens=4, steps=(0, 10, 20), heads=None, seed=0):
+    """Causal (S, T, T) (or (S, H, T, T)) weights per step for ``num_sentences`` sentences."""
+    generator = torch.Generator().manual_seed(seed)
+    tokens = [[f"w{s}{t}" for t in range(num_tokens)] for s in range(num_sentences)]
+    shape = (num_sentences,) + ((heads,) if heads else ()) + (num_tokens, num_tokens)
+    hidden = torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(1)
+    snapshots = [(step, torch.randn(shape, generator=generator).masked_fill(hidden, float("-inf")).softmax(-1))
+                 for step in steps]
+    return tokens, snapshots
+
+
+@pytest.mark.parametrize("heads", [None, 2])
+def test_training_playback_takes_several_sentences(heads):
+    tokens, snapshots = sentence_batch(heads=heads)
+    playback = training_playback(tokens, snapshots, losses=[3.0, 2.0, 1.0])
+    assert playback.tokens == tokens and playback.sentence_index == 0 and playback.causal is True
+    for index, (_, weights) in enumerate(snapshots):
+        for sentence in range(3):
+            expected = weights[sentence] if heads else weights[sentence].unsqueeze(0)
+            assert torch.allclose(playback.weights_at(index, sentence=sentence), expected, atol=1e-6)
+    playback.sentence_index = 2
+    assert torch.allclose(playback.weights_at(1), snapshots[1][1][2].reshape(-1, 4, 4), atol=1e-6)
+    with pytest.raises(ValueError, match="choose sentence_index from 0 to 2"):
+        playback.sentence_index = 3
+    assert playback.sentence_index == 2
+
+
+def test_training_playback_sentence_errors_name_the_fix():
+    tokens, snapshots = sentence_batch()
+    with pytest.raises(ValueError, match=r"different lengths \[3, 4\]"):
+        training_playback([tokens[0][:3]] + tokens[1:], snapshots)
+    with pytest.raises(ValueError, match=r"expected \(3, 4, 4\) or \(3, num_heads, 4, 4\) for 3 sentences"):
+        training_playback(tokens, [(step, weights[:2]) for step, weights in snapshots])
+    with pytest.raises(TypeError, match=r"tokens\[1\] must be strings"):
+        training_playback([tokens[0], [1, 2, 3, 4], tokens[2]], snapshots)
+
+
+def test_training_playback_hatches_causal_zeros_only_when_they_are_causal():
+    tokens, snapshots = sentence_batch()
+    assert training_playback(tokens, snapshots).causal is True
+    dense = [(step, torch.full((3, 4, 4), 0.25)) for step, _ in snapshots]
+    assert training_playback(tokens, dense).causal is False
+    assert training_playback(tokens, snapshots, causal=False).causal is False
+    with pytest.raises(TypeError, match="causal must be True or False"):
+        training_playback(tokens, snapshots, causal=1)
+
+
+def test_static_playback_carries_sentences_and_the_selector_code(monkeypatch):
+    monkeypatch.setenv("ATTENTION_BOOK_STATIC", "1")
+    tokens, snapshots = sentence_batch()
+    html = training_playback(tokens, snapshots)._repr_mimebundle_()[0]["text/html"]
+    state = json.loads(gzip.decompress(base64.b64decode(re.search(r'const data = "([^"]+)"', html).group(1))))
+    assert state["tokens"] == tokens and state["sentence_index"] == 0 and state["causal"] is True
+    assert len(state["snapshots"]) == 3 and len(state["snapshots"][0]) == 3  # (steps, S, H, T, T)
+    source = (resources.files("attention_book.explorers") / "explorer.js").read_text(encoding="utf-8")
+    assert '"sentence_index"' in source and 'h("select"' in source
+
+
+def test_explorers_namespace_exports_nothing_private():
+    import types
+
+    import attention_book.explorers as explorers
+
+    leaked = [name for name, value in vars(explorers).items()
+              if name.startswith("_") and not name.startswith("__") and not isinstance(value, types.ModuleType)]
+    assert leaked == [], f"private names re-exported by attention_book.explorers: {leaked}"
+    assert all(hasattr(explorers, name) for name in explorers.__all__)
+    assert not [name for name in explorers.__all__ if name.startswith("_")]
+
+
+def called_names(function) -> set:
+    import ast
+    import inspect
+    import textwrap
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            names.add(ast.unparse(node.func))
+    return names
+
+
+def test_explorers_compute_attention_through_the_core():
+    from attention_book.explorers import _demo, _widgets
+
+    for function in (_widgets._ProjectionExplorer._weights, _demo.demo_training):
+        names = called_names(function)
+        assert "scaled_dot_product_attention" in names, f"{function.__qualname__} must use attention_book.functional"
+        assert not {"torch.softmax", "F.softmax", "softmax"} & names, f"{function.__qualname__} has its own softmax"
+    assert _widgets.scaled_dot_product_attention.__module__ == "attention_book.functional"
+    assert _demo.scaled_dot_product_attention.__module__ == "attention_book.functional"
+
+
+def test_in_a_kernel_only_the_first_explorer_of_a_page_carries_the_module(journey, monkeypatch):
+    from attention_book.explorers import _static
+
+    monkeypatch.setattr(_static, "_in_kernel", lambda: True)
+    monkeypatch.setattr(_static, "_sent_in_kernel", set())
+    first, second = (dk_explorer(*journey).static_html(once_per_page=True) for _ in range(2))
+    code = re.compile(r'const code = "([^"]*)"')
+    assert len(code.search(first).group(1)) > 1000 and code.search(second).group(1) == ""
+    assert "missing: an earlier explorer on this page carries it" in second
+    assert len(code.search(dk_explorer(*journey).static_html()).group(1)) > 1000, "default: self-contained"

@@ -14,12 +14,21 @@ import pytest
 import torch
 
 from attention_book.data import journey_inputs
-from attention_book.explorers import demo_training, demo_weights, dk_explorer, divisors, heads_explorer
+from attention_book.explorers import (
+    demo_training,
+    demo_weights,
+    dk_explorer,
+    divisors,
+    heads_explorer,
+    training_playback,
+)
 
 PAGE = "book/explorers.html"
 SEED = 123  # the seed book/explorers.ipynb passes to demo_weights
 TRAINING_SEED = 0  # ... and to demo_training
 ATOL = 1e-6
+# the heatmaps a reader sees: the heads explorer keeps its other layouts built but hidden
+VISIBLE_MAPS = ".abx-map[data-head]:not(.abx-config:not(.abx-shown) .abx-map)"
 
 pytestmark = pytest.mark.browser
 
@@ -45,10 +54,10 @@ def drawn_weights(page, kind: str) -> torch.Tensor:
     nested = page.evaluate(
         """(kind) => {
             const root = document.querySelector(`[data-explorer="${kind}"]`);
-            return [...root.querySelectorAll(".abx-map[data-head]")].map((map) =>
+            return [...root.querySelectorAll(`${visible}`)].map((map) =>
                 [...map.querySelectorAll("tbody tr")].map((tr) =>
                     [...tr.querySelectorAll("td.abx-cell")].map((td) => Number(td.dataset.weight))));
-        }""",
+        }""".replace("${visible}", VISIBLE_MAPS),
         kind,
     )
     return torch.tensor(nested, dtype=torch.float64)
@@ -227,7 +236,7 @@ def test_controls_are_labelled_and_ids_are_unique(explorers_page):
         """() => {
             const ids = [...document.querySelectorAll("[id]")].map((e) => e.id);
             const ours = [...document.querySelectorAll(".abx-static, .abx-static [id]")].map((e) => e.id);
-            const inputs = [...document.querySelectorAll(".abx input")];
+            const inputs = [...document.querySelectorAll(".abx input, .abx select")];
             return {
                 duplicates: ours.filter((id) => ids.indexOf(id) !== ids.lastIndexOf(id)),
                 unlabelled: inputs.filter((i) => !document.querySelector(`label[for="${i.id}"]`)).map((i) => i.outerHTML),
@@ -258,7 +267,7 @@ def test_same_explorer_twice_on_one_page_works_independently(browser, mathjax_di
     with serve(tmp_path) as url:
         page = open_recorded_page(browser, f"{url}/twice.html", mathjax_dir, wait_for_math=False)
         try:
-            page.wait_for_function("() => document.querySelectorAll('.abx-map[data-head]').length === 4")
+            page.wait_for_function(f"() => document.querySelectorAll('{VISIBLE_MAPS}').length === 4")
             roots = page.locator('[data-explorer="dk"]')
             assert roots.count() == 2
             first_slider = roots.nth(0).locator('[data-control="d_k"]')
@@ -276,3 +285,138 @@ def test_same_explorer_twice_on_one_page_works_independently(browser, mathjax_di
             assert_clean(page)
         finally:
             page.context.close()
+
+
+def static_page(browser, mathjax_dir, folder, name, explorers, width=1280):
+    """Serve the static HTML of ``explorers`` as a plain page; return (page, server context)."""
+    from browser import open_recorded_page, serve
+
+    body = "\n".join(explorer.static_html() for explorer in explorers)
+    (folder / f"{name}.html").write_text(f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+                                         f"<title>{name}</title></head><body><main>{body}</main></body></html>")
+    server = serve(folder)
+    url = server.__enter__()
+    page = open_recorded_page(browser, f"{url}/{name}.html", mathjax_dir, wait_for_math=False)
+    page.set_viewport_size({"width": width, "height": 900})
+    return page, server
+
+
+def test_playback_hatches_causal_zeros(explorers_page):
+    page = explorers_page
+    key_to(page, "playback", "snapshot_index", 3)
+    masked = page.locator('[data-explorer="playback"] td.abx-masked')
+    assert masked.count() == 2 * 15, "two causal heads over 6 tokens: 15 hatched cells each"
+    assert set(masked.evaluate_all("(cells) => cells.map((c) => c.dataset.weight)")) == {"0"}
+    assert "hatched" in page.locator('[data-explorer="playback"] .abx-status').inner_text()
+    assert_clean(page)
+
+
+def test_playback_of_several_sentences_has_a_keyboard_sentence_selector(browser, mathjax_dir, tmp_path):
+    generator = torch.Generator().manual_seed(5)
+    sentences = [["The", "dog", "is", "a"], ["The", "cat", "sat", "on"], ["A", "bird", "can", "fly"]]
+    hidden = torch.ones(4, 4, dtype=torch.bool).triu(1)
+    snapshots = [(step, torch.randn(3, 4, 4, generator=generator).masked_fill(hidden, float("-inf")).softmax(-1))
+                 for step in (0, 10, 20)]
+    playback = training_playback(sentences, snapshots, losses=[2.0, 1.0, 0.5])
+    page, server = static_page(browser, mathjax_dir, tmp_path, "sentences", [playback])
+    try:
+        page.wait_for_selector('[data-explorer="playback"] td.abx-cell[data-weight]')
+        selector = control(page, "playback", "sentence_index")
+        assert page.locator(f'label[for="{selector.get_attribute("id")}"]').inner_text() == "sentence"
+        selector.focus()
+        for sentence in (0, 1, 2):
+            if sentence:
+                page.keyboard.press("ArrowDown")  # a focused <select> changes with the arrow keys
+            assert selector.input_value() == str(sentence)
+            for index in (0, 2):
+                key_to(page, "playback", "snapshot_index", index)
+                drawn = drawn_weights(page, "playback")
+                assert torch.allclose(drawn[0], snapshots[index][1][sentence].double(), atol=ATOL, rtol=0)
+            rows = page.locator('[data-explorer="playback"] th.abx-row').all_inner_texts()
+            assert rows == sentences[sentence]
+            assert page.locator('[data-explorer="playback"] td.abx-masked').count() == 6
+            selector.focus()
+        assert_clean(page)
+    finally:
+        page.context.close()
+        server.__exit__(None, None, None)
+
+
+def test_heads_explorer_is_compact_and_keeps_its_height_with_12_heads(browser, mathjax_dir, tmp_path):
+    tokens, x = journey_inputs()
+    generator = torch.Generator().manual_seed(3)
+    W_query, W_key = torch.randn(3, 12, generator=generator), torch.randn(3, 12, generator=generator)
+    explorer = heads_explorer(tokens, x, W_query, W_key, num_heads=12)
+    page, server = static_page(browser, mathjax_dir, tmp_path, "heads12", [explorer])
+    try:
+        page.wait_for_function(f"() => document.querySelectorAll('{VISIBLE_MAPS}').length === 12")
+        root = page.locator('[data-explorer="heads"]')
+        height = root.bounding_box()["height"]
+        assert height < 700, f"12 heads take {height:.0f} px (the goal: well under the old ~1,100 px)"
+        assert page.locator(".abx-config.abx-shown table.abx-compact").count() == 12
+        heights = []
+        for position, num_heads in enumerate(divisors(12)):
+            key_to(page, "heads", "num_heads", position)
+            drawn = drawn_weights(page, "heads")
+            head_dim = 12 // num_heads
+            for head in range(num_heads):
+                cols = slice(head * head_dim, (head + 1) * head_dim)
+                q, k = x.double() @ W_query.double()[:, cols], x.double() @ W_key.double()[:, cols]
+                expected = torch.softmax(q @ k.T / math.sqrt(head_dim), dim=-1)
+                assert torch.allclose(drawn[head], expected, atol=ATOL, rtol=0), (num_heads, head)
+            heights.append(root.bounding_box()["height"])
+        assert max(heights) - min(heights) < 1, f"the explorer's height changes with the heads: {heights}"
+        assert_clean(page)
+    finally:
+        page.context.close()
+        server.__exit__(None, None, None)
+
+
+def test_keyboard_reaches_every_control_with_a_visible_focus(explorers_page):
+    page = explorers_page
+    expected = page.evaluate("""() => [...document.querySelectorAll(".abx [data-control]")].map((e) => e.id || e.dataset.control)""")
+    page.locator('[data-explorer="dk"]').scroll_into_view_if_needed()
+    page.evaluate("""() => { const first = document.querySelector('.abx [data-control]');
+        const before = document.createElement('button'); before.id = 'focus-start'; before.textContent = 'start';
+        first.closest('.abx-static').before(before); before.focus(); }""")
+    reached, outlines = [], []
+    for _ in range(len(expected) * 3):
+        page.keyboard.press("Tab")
+        info = page.evaluate("""() => { const e = document.activeElement; if (!e.closest('.abx')) return null;
+            const cs = getComputedStyle(e); return { id: e.id || e.dataset.control, outline: cs.outlineStyle,
+            width: parseFloat(cs.outlineWidth), visible: e.matches(':focus-visible') }; }""")
+        if info:
+            reached.append(info["id"])
+            outlines.append(info)
+        if len(reached) == len(expected):
+            break
+    assert reached == expected, "Tab does not reach every explorer control in order"
+    assert all(o["visible"] and o["outline"] != "none" and o["width"] >= 2 for o in outlines), outlines
+    assert_clean(page)
+
+
+def luminance(css_colour: str) -> float:
+    parts = [float(v) for v in css_colour[css_colour.index("(") + 1:-1].split(",")[:3]]
+    return sum(weight * value / 255 for weight, value in zip((0.2126, 0.7152, 0.0722), parts))
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_explorers_follow_the_theme(explorers_page, screenshot, theme):
+    page = explorers_page
+    page.evaluate("(theme) => { document.documentElement.dataset.theme = theme; }", theme)
+    page.locator('[data-explorer="heads"]').scroll_into_view_if_needed()
+    screenshot(page, f"explorers-{theme}", full_page=False)
+    colours = page.evaluate("""() => [...document.querySelectorAll('.abx')].map((root) => {
+        let e = root, bg = 'rgba(0, 0, 0, 0)';
+        while (e && bg.startsWith('rgba(0, 0, 0, 0')) { bg = getComputedStyle(e).backgroundColor; e = e.parentElement; }
+        if (bg.startsWith('rgba(0, 0, 0, 0')) bg = getComputedStyle(document.body).backgroundColor;
+        return { text: getComputedStyle(root.querySelector('.abx-status')).color, background: bg };
+    })""")
+    assert len(colours) == 4
+    for colour in colours:
+        text, background = luminance(colour["text"]), luminance(colour["background"])
+        if theme == "dark":
+            assert background < 0.3 and text > 0.6, f"explorer on a light box in dark mode: {colour}"
+        else:
+            assert background > 0.7 and text < 0.4, colour
+    assert_clean(page)

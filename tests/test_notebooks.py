@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 
+import nbformat
 import pytest
 
 from helpers import BUILD, ROOT, book_notebooks, execute_notebook, printed_text
@@ -16,6 +18,10 @@ NOTEBOOKS = book_notebooks()
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs_and_is_deterministic(path):
     first, first_seconds = execute_notebook(path)
+    # Keep the executed copy: tests/test_quoted_numbers.py reads it instead of running the chapter again.
+    first.metadata["attention_book_source_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    (BUILD / "executed").mkdir(parents=True, exist_ok=True)
+    nbformat.write(first, str(BUILD / "executed" / path.name))
     second, second_seconds = execute_notebook(path)
     first_text, second_text = printed_text(first), printed_text(second)
     assert first_text.strip(), f"{path.name} printed nothing: the comparison would be meaningless"

@@ -205,3 +205,76 @@ def test_entropy_extremes():
 def test_entropy_rejects_negative_weights():
     with pytest.raises(ValueError, match="non-negative"):
         attention_entropy(torch.tensor([0.5, -0.5, 1.0]))
+
+
+def test_entropy_gradient_through_masked_weights_is_finite():
+    """A masked key has weight exactly 0; w * log(w) has an infinite slope there, and 0 * inf = NaN
+    used to reach the scores (torch.xlogy(w, w) too). With log(1) at w = 0 the gradient is finite
+    and correct."""
+    from attention_book.functional import masked_softmax
+
+    scores = torch.tensor([[0.5, 1.0, -0.3], [0.2, 0.1, 0.4]], requires_grad=True)
+    hide = torch.tensor([[False, True, False], [True, True, True]])  # row 1: nothing visible
+    weights = masked_softmax(scores, hide)
+    broken = -torch.xlogy(weights, weights).sum()  # what the test guards against
+    assert torch.isnan(torch.autograd.grad(broken, scores, retain_graph=True)[0]).any()
+    attention_entropy(weights).sum().backward()
+    assert torch.isfinite(scores.grad).all()
+    assert torch.all(scores.grad[hide] == 0)
+    # the visible part: the gradient of the entropy of softmax([0.5, -0.3]), written independently
+    visible = torch.tensor([0.5, -0.3], requires_grad=True)
+    p = torch.softmax(visible, dim=-1)
+    (-(p * p.log()).sum()).backward()
+    assert torch.allclose(scores.grad[0, [0, 2]], visible.grad, atol=1e-6)
+
+
+def test_entropy_gradient_of_weights_is_minus_log_w_minus_one():
+    weights = torch.tensor([0.2, 0.3, 0.5, 0.0], requires_grad=True)
+    attention_entropy(weights).backward()
+    expected = -(torch.log(weights[:3].detach()) + 1)
+    assert torch.allclose(weights.grad[:3], expected) and weights.grad[3] == 0
+
+
+# --- the chapter's written-out softmaxes against the attention core ------------------------------
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("temperature", [0.3, 1.0, 4.0])
+def test_stable_softmax_equals_the_core_with_minus_inf_as_mask(seed, temperature):
+    """stable_softmax treats -inf scores as hidden: it equals the core's masked_softmax with the
+    mask ``scores == -inf``, all-hidden rows included (zeros, not NaN)."""
+    from attention_book.functional import masked_softmax
+
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.randn(4, 5, generator=generator) * 3
+    hide = torch.rand(4, 5, generator=generator) < 0.5
+    hide[0] = True  # one row with nothing visible
+    scores = scores.masked_fill(hide, float("-inf"))
+    expected = masked_softmax(scores.masked_fill(hide, 0.0) / temperature, hide)
+    weights = stable_softmax(scores, temperature=temperature)
+    assert torch.allclose(weights, expected, atol=1e-6)
+    assert torch.equal(weights[0], torch.zeros(5))
+
+
+def test_stable_softmax_all_minus_inf_row_has_zero_gradient():
+    scores = torch.tensor([[float("-inf")] * 3, [1.0, 2.0, float("-inf")]], requires_grad=True)
+    (stable_softmax(scores) * torch.tensor([[1.0, 2.0, 3.0], [1.0, -1.0, 2.0]])).sum().backward()
+    assert torch.isfinite(scores.grad).all() and torch.all(scores.grad[0] == 0)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_naive_softmax_equals_the_core_on_moderate_scores(seed):
+    from attention_book.functional import masked_softmax
+
+    scores = torch.randn(3, 6, generator=torch.Generator().manual_seed(seed)) * 5
+    assert torch.allclose(naive_softmax(scores), masked_softmax(scores), atol=1e-6)
+    assert torch.allclose(naive_softmax(scores, dim=0), masked_softmax(scores, dim=0), atol=1e-6)
+
+
+def test_scaled_weights_are_the_cores_weights():
+    from attention_book.functional import scaled_dot_product_attention
+
+    generator = torch.Generator().manual_seed(0)
+    queries, keys = torch.randn(2, 4, 8, generator=generator), torch.randn(2, 5, 8, generator=generator)
+    _, expected = scaled_dot_product_attention(queries, keys, torch.zeros(2, 5, 1))
+    assert torch.equal(scaled_attention_weights(queries, keys), expected)

@@ -90,3 +90,23 @@ def test_exercises_follow_the_markup(path):
         assert later and re.search(rf"ch{chapter}\.\w+\(", later[0].source), (
             f"cell {index}: a coding exercise is followed by its self-check call (ch{chapter}.<check>(...))"
         )
+
+
+def test_every_chapter_has_the_same_setup_cell():
+    """One setup cell, word for word, in every chapter (CONTRIBUTING shows it)."""
+    import re
+
+    import nbformat
+
+    from helpers import ROOT, chapter_notebooks
+
+    sources = {path.name: nbformat.read(str(path), as_version=4).cells[0].source.strip()
+               for path in chapter_notebooks()}
+    assert len(sources) >= 9
+    first = next(iter(sources.values()))
+    different = [name for name, source in sources.items() if source != first]
+    assert not different, f"setup cell differs from chapter 1's in: {different}"
+    block = re.search(r"```python\n(   # Setup:.*?)```", (ROOT / "CONTRIBUTING.md").read_text(), re.S)
+    assert block, "CONTRIBUTING.md must show the setup cell"
+    shown = "\n".join(line[3:] for line in block.group(1).splitlines()).strip()
+    assert shown == first, "CONTRIBUTING.md shows another setup cell than the chapters use"

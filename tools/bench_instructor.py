@@ -1,127 +1,163 @@
-"""Measure the instructor kit: student-release build time and grading throughput.
+"""Measure the instructor kit: grading a 30-student class of one chapter, today's grader vs another.
 
-    .venv/bin/python tools/bench_instructor.py [--copies 2] [--jobs 1 2] [--repeat 3]
+    .venv/bin/python tools/bench_instructor.py [--chapter 03] [--students 30] [--jobs 1]
+        [--old-root /tmp/old-grader] [--set-only DIR] [--submissions DIR] [--grader new|old|both]
 
-The release is built ``--repeat`` times (median reported). Grading runs a folder holding, for
-every chapter of _toc.yml with gradable exercises, ``--copies`` solution notebooks (the chapter
-itself: full marks) and ``--copies`` untouched release notebooks (zero), once per ``--jobs``
-value, each into a fresh output folder (no record reuse). Results are printed and written to
-_build/bench/instructor.md.
+CPU time is not compared: the sandboxed kernels are reaped inside their PID namespace, so the
+grader's child-process accounting does not see them. The class is generated deterministically from the chapter notebook (so both graders see the same
+files): a third solution notebooks (full marks expected), a quarter untouched release notebooks
+(zero), a quarter partly solved ones (some answers stubbed again: their exact partial points are
+known) and the rest hostile (the attacks of tests/hostile: monkeypatching the checks, patching
+``torch.allclose``, printing without end, another chapter's solved notebook ...).
+
+``--old-root`` is an untouched copy of an earlier commit (``git archive HEAD | tar -x -C DIR``):
+its grader runs from that copy's ``src/`` (PYTHONPATH) with this venv, on the same files. Results
+are printed and written to _build/bench/instructor.md (a table: grader, wall time, per notebook).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import resource
 import shutil
-import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Dict, List
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
-import nbformat  # noqa: E402
 
-from attention_book.instructor.course import Course  # noqa: E402
-from attention_book.instructor.grade import GradeOptions, grade_folder, read_grades  # noqa: E402
-from attention_book.instructor.markup import analyse_notebook  # noqa: E402
-from attention_book.instructor.release import build_release  # noqa: E402
+def _src_course(root: Path):
+    """Course of ``root`` read with *this* checkout's instructor code (only used to build the set)."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from attention_book.instructor.course import Course
+
+    return Course.load(root)
+
+
+def make_class(root: Path, chapter_wanted: str, students: int, out: Path) -> Dict[str, str]:
+    """Write ``students`` notebooks for one chapter into ``out``; returns name -> kind."""
+    import nbformat
+
+    sys.path.insert(0, str(ROOT))
+    from attention_book.instructor.release import release_notebook
+    from tests.hostile.attacks import ATTACKS, SAFE, solved_subset
+
+    course = _src_course(root)
+    chapter = next(c for c in course.chapters if c.stem.startswith(chapter_wanted))
+    source = nbformat.read(str(root / chapter.path), as_version=4)
+    release = release_notebook(source, chapter, course.context())
+    other = next(c for c in course.chapters if c.path != chapter.path and c.exercises)
+    other_nb = nbformat.read(str(root / other.path), as_version=4)
+    coding = [ex.label for ex in chapter.exercises if ex.answer_cells and course.points_for(ex.label) > 0]
+    out.mkdir(parents=True, exist_ok=True)
+    n_solution = students // 3
+    n_release = students // 4
+    n_partial = students // 4
+    n_hostile = students - n_solution - n_release - n_partial
+    kinds: Dict[str, str] = {}
+
+    def write(name: str, nb, kind: str) -> None:
+        (out / f"{name}.ipynb").write_text(json.dumps(nb, indent=1), encoding="utf-8")
+        kinds[name] = kind
+
+    for i in range(n_solution):
+        write(f"solution-{i:02d}", source, "solution")
+    for i in range(n_release):
+        write(f"release-{i:02d}", release, "release")
+    from itertools import combinations
+
+    subsets = [list(c) for size in range(1, len(coding)) for c in combinations(coding, size)] or [[]]
+    for i in range(n_partial):
+        keep = subsets[i % len(subsets)]
+        write(f"partial-{i:02d}", solved_subset(source, chapter, keep), "partial:" + ",".join(keep))
+    names = [n for n in SAFE if n != "tamper-cells"] + ["tamper-cells"]
+    for i in range(n_hostile):
+        name = names[i % len(names)]
+        nb = ATTACKS[name].build(source=source, release=release, chapter=chapter, other=other_nb)
+        write(f"hostile-{i:02d}-{name}", nb, "hostile:" + name)
+    return kinds
+
+
+def run_grader(which: str, root: Path, subs: Path, out: Path, chapter: str, jobs: int):
+    """Wall time and CPU time (the grader and its kernels) of one grading run, and its grades."""
+    env = dict(os.environ)
+    env.setdefault("TIKTOKEN_CACHE_DIR", str(ROOT.parent / "shared" / "tiktoken-cache"))
+    if which == "old":
+        env["PYTHONPATH"] = str(root / "src")
+        extra: List[str] = ["--chapter", chapter]
+    else:
+        env.pop("PYTHONPATH", None)
+        extra = ["--chapter", chapter]
+    command = [sys.executable, "-m", "attention_book.cli", "grade", str(subs), "--root", str(root),
+               "--out", str(out), "--force", "--no-executed", "--jobs", str(jobs), *extra]
+    if which == "new" and os.environ.get("BENCH_UNSAFE"):
+        command.append("--unsafe")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, cwd=str(root), capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"{which} grader failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return seconds, cpu, (out / "grades.csv").read_text(encoding="utf-8")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--copies", type=int, default=2)
-    parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--timeout", type=float, default=180)
-    parser.add_argument("--chapters", choices=["all", "toc"], default="all",
-                        help="grade every notebooks/*.ipynb (default) or only those in _toc.yml")
+    parser.add_argument("--chapter", default="03")
+    parser.add_argument("--students", type=int, default=30)
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--old-root", type=Path, default=None)
+    parser.add_argument("--grader", choices=["new", "old", "both"], default="both")
+    parser.add_argument("--submissions", type=Path, default=None, help="reuse a class written before")
+    parser.add_argument("--set-only", type=Path, default=None, help="only write the class to DIR")
+    parser.add_argument("--old-seconds", type=float, nargs=2, default=None, metavar=("WALL", "LOAD"),
+                        help="today's wall seconds and the load average then, measured earlier (skip the old grader)")
     args = parser.parse_args()
-    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(ROOT.parent / "shared" / "tiktoken-cache"))
 
-    with tempfile.TemporaryDirectory(prefix="bench-instructor-") as tmp:
-        tmp = Path(tmp)
-        release_times = []
-        for attempt in range(args.repeat):
-            started = time.perf_counter()
-            course = Course.load(ROOT)
-            report = build_release(course, tmp / "release")
-            release_times.append(time.perf_counter() - started)
-        release_chapters, release_exercises = list(report.notebooks), report.exercises
-        release_time = statistics.median(release_times)
-        skipped: list = []
-        extra_release = None
-        if args.chapters == "all":  # also chapters still being written (not yet in _toc.yml)
-            listed = {c.path for c in course.chapters}
-            for path in sorted(ROOT.glob("notebooks/*.ipynb")):
-                rel = path.relative_to(ROOT).as_posix()
-                if rel in listed:
-                    continue
-                try:
-                    nb = nbformat.read(str(path), as_version=4)
-                    course.chapters.append(analyse_notebook(nb, rel))
-                    build_release(course, tmp / "release")  # the extra chapter must release too
-                except Exception as err:  # a draft with broken markup: leave it out, say so
-                    course.chapters = [c for c in course.chapters if c.path != rel]
-                    skipped.append(f"{rel} ({type(err).__name__}: {err})")
-            all_times = []
-            for attempt in range(args.repeat):
-                started = time.perf_counter()
-                report = build_release(course, tmp / "release")
-                all_times.append(time.perf_counter() - started)
-            extra_release = (len(report.notebooks), report.exercises, statistics.median(all_times))
-        chapters = [c for c in course.chapters if any(course.points_for(e.label) > 0 for e in c.exercises)]
-        subs = tmp / "submissions"
-        subs.mkdir()
-        for chapter in chapters:
-            for copy in range(args.copies):
-                shutil.copy(ROOT / chapter.path, subs / f"{chapter.stem}-solution-{copy}.ipynb")
-                shutil.copy(report.out / chapter.path, subs / f"{chapter.stem}-release-{copy}.ipynb")
-        count = len(list(subs.iterdir()))
-        runs = []
-        unexpected: list = []
-        for jobs in args.jobs:
-            out = tmp / f"grades-{jobs}"
-            options = GradeOptions(timeout=args.timeout, jobs=jobs, quiet=True, keep_executed=False)
-            started = time.perf_counter()
-            graded = grade_folder(course, subs, out, options)
-            seconds = time.perf_counter() - started
-            rows = read_grades(graded.csv_path)
-            full = sum(1 for (s, _), (p, m, _) in rows.items() if "solution" in s and p == m)
-            zero = sum(1 for (s, _), (p, m, _) in rows.items() if "release" in s and p == 0)
-            runs.append((jobs, seconds, count * 60 / seconds, full, zero, len(rows)))
-            unexpected = [f"{s} {e}: {p:g}/{m:g} {msg}" for (s, e), (p, m, msg) in rows.items()
-                          if ("solution" in s and p != m) or ("release" in s and p != 0)]
-
+    if args.set_only:
+        kinds = make_class(args.old_root or ROOT, args.chapter, args.students, args.set_only)
+        (args.set_only.parent / f"{args.set_only.name}-kinds.json").write_text(json.dumps(kinds, indent=1))
+        print(f"{len(kinds)} notebooks in {args.set_only}")
+        return 0
+    tmp = Path(tempfile.mkdtemp(prefix="bench-instructor-"))
+    try:
+        subs = args.submissions or tmp / "class"
+        if args.submissions is None:
+            make_class(args.old_root or ROOT, args.chapter, args.students, subs)
+        count = len(list(subs.glob("*.ipynb")))
+        rows = []
+        if args.grader in ("old", "both") and args.old_seconds is None:
+            if args.old_root is None:
+                parser.error("--old-root is needed to run the old grader")
+            wall, _, _ = run_grader("old", args.old_root, subs, tmp / "old", args.chapter, args.jobs)
+            rows.append((f"today's grader ({args.old_root})", wall, os.getloadavg()[0]))
+        elif args.old_seconds is not None:
+            rows.append(("today's grader (measured before; a class of the same make-up from that commit)", *args.old_seconds))
+        if args.grader in ("new", "both"):
+            wall, _, _ = run_grader("new", ROOT, subs, tmp / "new", args.chapter, args.jobs)
+            rows.append(("new grader (this checkout, sandboxed)", wall, os.getloadavg()[0]))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     lines = [
-        "# Instructor kit: release build and grading throughput",
+        f"# Grading a {count}-notebook class of chapter {args.chapter}",
         "",
-        f"Machine: {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-        f"load average at the end {os.getloadavg()[0]:.1f} (shared machine: compare runs with care).",
-        f"Release: the {len(release_chapters)} notebooks of _toc.yml. Graded chapters: "
-        f"{', '.join(c.stem for c in chapters)}; gradable exercises: "
-        f"{sum(1 for c in chapters for e in c.exercises if course.points_for(e.label) > 0)}.",
-        *([f"Left out (markup errors): {'; '.join(skipped)}"] if skipped else []),
+        f"Machine: {os.cpu_count()} CPUs, Python {platform.python_version()}, load average at the end "
+        f"{os.getloadavg()[0]:.1f} (shared machine: compare runs with care); jobs = {args.jobs}.",
         "",
-        f"- Student release ({len(release_chapters)} notebooks, {release_exercises} exercises, README, zip): "
-        f"median {release_time:.2f} s over {args.repeat} builds (including reading the sources).",
-        *([f"- Release of all {extra_release[0]} chapter notebooks ({extra_release[1]} exercises), sources "
-           f"already parsed: median {extra_release[2]:.2f} s."] if extra_release else []),
-        "",
-        f"Grading {count} notebooks ({args.copies} solution + {args.copies} untouched release copies per chapter):",
-        "",
-        "| jobs | wall time (s) | notebooks per minute | solution rows at full marks | release rows at zero | rows |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| grader | wall time (s) | s per notebook | load average (1 min) at the end | ratio to the first row |",
+        "|---|---:|---:|---:|---:|",
     ]
-    for jobs, seconds, rate, full, zero, total in runs:
-        lines.append(f"| {jobs} | {seconds:.1f} | {rate:.1f} | {full} | {zero} | {total} |")
-    if unexpected:
-        lines += ["", "Rows that are not full marks (solutions) or zero (release):", ""]
-        lines += [f"- {row}" for row in unexpected]
+    for name, seconds, load in rows:
+        lines.append(f"| {name} | {seconds:.1f} | {seconds / count:.2f} | {load:.1f} | {seconds / rows[0][1]:.2f} |")
     text = "\n".join(lines) + "\n"
     print(text)
     out_dir = ROOT / "_build" / "bench"

@@ -1,11 +1,12 @@
 """Chapter 9 benchmark: causal multi-head attention five ways, T = 128 ... 4096.
 
-    python tools/bench_scale.py            # full sweep (about 10 minutes on a 2-core CPU)
-    python tools/bench_scale.py --quick    # a few seconds: small sizes, to check the script
+    python tools/bench_scale.py                  # full sweep (about 10 minutes on a 2-core CPU)
+    python tools/bench_scale.py --quick          # a few seconds: small sizes, to check the script
+    python tools/bench_scale.py --dtype bfloat16 # half precision (on a GPU: the flash kernels)
 
 Writes _build/bench/scale.md (tables) and _build/bench/scale.png (time against T, log-log).
 Numbers are measured, never asserted; targets are listed next to them. Timings are the best of a
-few round-robin repeats (see attention_book.scale.benchmark_attention).
+few round-robin repeats (see attention_book.benchmark.benchmark_attention).
 """
 
 from __future__ import annotations
@@ -24,16 +25,17 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "_build" / "bench"
 sys.path.insert(0, str(ROOT / "src"))
 
-from attention_book.scale import (  # noqa: E402
+from attention_book.benchmark import (  # noqa: E402
     IMPLEMENTATIONS,
-    markdown_table,
-    matmul_gflops,
-    naive_causal_attention,
+    benchmark_table,
+    plot_benchmark,
     sweep,
-    time_call,
 )
+from attention_book.fused import naive_causal_attention  # noqa: E402
+from attention_book.measure import matmul_gflops, time_call  # noqa: E402
 
-SLOW = ("wrapper (one head at a time)", "MultiHeadAttention (weight split)")
+SLOW = ("wrapper", "MHA")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def machine(device: torch.device) -> str:
@@ -48,12 +50,13 @@ def repeats_for(T: int) -> int:
     return 7 if T <= 512 else 5 if T <= 1024 else 3 if T <= 2048 else 2
 
 
-def core_ratios(tokens, num_heads=12, head_dim=64, device=None, repeats=5):
+def core_ratios(tokens, num_heads=12, head_dim=64, device=None, repeats=5, dtype=torch.float32):
     """From-scratch causal attention core vs scaled_dot_product_attention on the same q, k, v."""
     rows = []
     for T in tokens:
         generator = torch.Generator().manual_seed(T)
-        q, k, v = (torch.randn(1, num_heads, T, head_dim, generator=generator).to(device) for _ in range(3))
+        q, k, v = (torch.randn(1, num_heads, T, head_dim, generator=generator).to(device, dtype)
+                   for _ in range(3))
         naive = lambda: naive_causal_attention(q, k, v)  # noqa: E731
         fused = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
         with torch.no_grad():
@@ -72,25 +75,11 @@ def plot(rows, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
 
-    passes = [p for p in ("forward", "forward+backward") if any(r["pass_name"] == p for r in rows)]
-    fig, axes = plt.subplots(1, len(passes), figsize=(6 * len(passes), 4.5), squeeze=False)
-    for ax, pass_name in zip(axes[0], passes):
-        chosen = [r for r in rows if r["pass_name"] == pass_name and r["batch_size"] == 1]
-        for name in IMPLEMENTATIONS:
-            points = [(r["tokens"], r["seconds"][name] * 1e3) for r in chosen if name in r["seconds"]]
-            if points:
-                ax.plot(*zip(*points), marker="o", label=name)
-        ax.set(xscale="log", yscale="log", xlabel="sequence length T (tokens)", ylabel="milliseconds",
-               title=f"{pass_name}, batch 1, d={chosen[0]['d_model']}, {chosen[0]['num_heads']} heads")
-        ax.set_xticks([r["tokens"] for r in chosen], [str(r["tokens"]) for r in chosen])
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # no "2 x 10^2" clutter
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    axes = plot_benchmark(rows)
+    axes[0].figure.tight_layout()
+    axes[0].figure.savefig(path, dpi=110)
+    plt.close(axes[0].figure)
 
 
 def main(argv=None) -> int:
@@ -99,7 +88,11 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--core-only", action="store_true",
                         help="only the from-scratch core vs fused kernel table (about a minute)")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
+                        help="dtype of the inputs and weights; on a GPU, bfloat16 or float16 "
+                             "lets PyTorch pick its FlashAttention kernel (sm80 or newer)")
     args = parser.parse_args(argv)
+    dtype = DTYPES[args.dtype]
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     start = time.perf_counter()
     header = machine(device)
@@ -110,33 +103,42 @@ def main(argv=None) -> int:
     else:
         tokens, llm, core_tokens, d_model, heads = (128, 256, 512, 1024, 2048, 4096), (8, 1024), (512, 1024, 2048), 768, 12
     if args.core_only:
-        core_ratios(core_tokens, num_heads=heads, head_dim=d_model // heads, device=device)
+        core_ratios(core_tokens, num_heads=heads, head_dim=d_model // heads, device=device,
+                    dtype=dtype)
         return 0
-    peak = matmul_gflops(size=256 if args.quick else 1024, repeats=5, device=device)
-    print(f"matmul: {peak:.0f} GFLOP/s", flush=True)
+    # The ceiling in the benchmark's dtype, at sizes large enough not to be latency-bound:
+    # the best of a few sizes.
+    sizes = (256, 512) if args.quick else (1024, 2048)
+    peak = max(matmul_gflops(size=n, repeats=5, device=device, dtype=dtype) for n in sizes)
+    print(f"matmul ({args.dtype}): {peak:.0f} GFLOP/s", flush=True)
 
     def skip(T, pass_name, name):  # the slow paths' forward + backward at the longest length
         return not args.quick and T >= 4096 and pass_name == "forward+backward" and name in SLOW
 
     rows = []
     for T in tokens:
-        rows += sweep([T], 1, d_model, heads, repeats=repeats_for(T), device=device, skip=skip, progress=True)
-    rows += sweep([llm[1]], llm[0], d_model, heads, repeats=2, device=device, progress=True)
-    core = core_ratios(core_tokens, num_heads=heads, head_dim=d_model // heads, device=device)
+        rows += sweep([T], 1, d_model, heads, repeats=repeats_for(T), device=device, dtype=dtype,
+                      skip=skip, progress=True)
+    rows += sweep([llm[1]], llm[0], d_model, heads, repeats=2, device=device, dtype=dtype,
+                  progress=True)
+    core = core_ratios(core_tokens, num_heads=heads, head_dim=d_model // heads, device=device,
+                       dtype=dtype)
     seconds = time.perf_counter() - start
 
-    overhead = [(r, r["seconds"]["FusedMultiHeadAttention"] / r["seconds"]["direct SDPA (no module)"])
-                for r in rows]
+    overhead = [(r, r["seconds"]["fused"] / r["seconds"]["SDPA"]) for r in rows]
     lines = [
         "# Chapter 9: attention at scale (tools/bench_scale.py)", "",
         f"Machine: {header}", "",
         f"Measured matrix-multiply speed (the practical limit): **{peak:.0f} GFLOP/s** "
-        f"({'256' if args.quick else '1024'} x same, float32).", "",
-        "Causal self-attention, float32, dropout off. Each cell: best of a few round-robin runs, "
-        "the ratio to the fastest implementation of the row, and achieved GFLOP/s counting the "
-        "causal work (projections + half of the T x T products; forward + backward = 3 x forward). "
+        f"(best of {' and '.join(map(str, sizes))} square, {args.dtype}).", "",
+        f"Causal self-attention, {args.dtype}, dropout off; best of a few round-robin runs. "
+        "Implementations: " + "; ".join(f"`{k}` = {v}" for k, v in IMPLEMENTATIONS.items()) + ". "
         "The wrapper has no output projection (slightly less work).", "",
-        markdown_table(rows), "",
+        "### Milliseconds", "", benchmark_table(rows, "ms").to_markdown(), "",
+        "### Time / fastest of the row", "", benchmark_table(rows, "ratio").to_markdown(), "",
+        "### Useful GFLOP/s (causal FLOPs: projections + the visible half of the T x T "
+        "products; forward + backward = 3 x forward)", "",
+        benchmark_table(rows, "GFLOP/s").to_markdown(), "",
         "Skipped: forward + backward at T = 4096 for the wrapper and the weight-split class "
         "(several GB of T x T tensors and minutes per call on a 2-core CPU)." if not args.quick else "",
         "", f"## From-scratch attention core vs fused kernel (batch 1, {heads} heads, head_dim {d_model // heads})", "",

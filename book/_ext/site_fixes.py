@@ -1,4 +1,11 @@
-"""Two small fixes for console errors that a default Jupyter Book 1.x site shows on every page.
+"""The site's own fixes: console errors, readable code and outputs, titles with math.
+
+Registered in _config.yml (``sphinx.local_extensions``); it also loads ``site_titles`` (titles with
+math in the sidebar and the browser tab) and adds ``static/site.css`` (code cells that fit the
+column at 1280 px, outputs and inline code that wrap on a phone, see the comments there) and
+``templates/`` (the search and colour-mode buttons, with accessible names).
+
+Two fixes for console errors that a default Jupyter Book 1.x site shows on every page:
 
 1. ``Identifier 'THEBE_JS_URL' has already been declared``: sphinx-thebe adds its inline config
    script once per ``env-before-read-docs`` event, which fires more than once in a Jupyter Book
@@ -11,9 +18,27 @@
 The browser tests fail on console errors, so a regression here is caught.
 """
 
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def _add_paths(app, config):
+    # static/site.css, and templates/ that override two pydata-sphinx-theme buttons whose
+    # accessible names did not match their text (axe-core, serious)
+    config.html_static_path.append(str(HERE / "static"))
+    config.templates_path.insert(0, str(HERE / "templates"))
+
+
+# myst-nb's "Show code cell source" toggles: their aria-label does not contain their visible text
+# (axe-core: label-content-name-mismatch); without it the name is the visible text.
+_TOGGLE_SUMMARY = '<summary aria-label="Toggle hidden content">'
+
 
 def _fix_page(app, pagename, templatename, context, doctree):
     context.setdefault("default_mode", "light")  # read by pydata-sphinx-theme's layout.html
+    if isinstance(context.get("body"), str) and _TOGGLE_SUMMARY in context["body"]:
+        context["body"] = context["body"].replace(_TOGGLE_SUMMARY, "<summary>")
     scripts = context.get("script_files")
     if not scripts:
         return
@@ -30,6 +55,9 @@ def _fix_page(app, pagename, templatename, context, doctree):
 
 
 def setup(app):
+    app.setup_extension("site_titles")
+    app.connect("config-inited", _add_paths)
+    app.add_css_file("site.css")
     # run late, after the themes and sphinx-thebe have added their scripts
     app.connect("html-page-context", _fix_page, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

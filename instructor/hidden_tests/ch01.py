@@ -35,31 +35,79 @@ def one_hot_gradients(ns):
                    "computation (no .detach(), .numpy() or .item())")
 
 
+POSITIONS = """
+torch.manual_seed(seed)
+tokens = torch.randn(B, T, C)
+table = torch.nn.Embedding(context_length, C)
+result = add_positions(tokens, table)
+result.sum().backward()
+(result, table.weight.grad, tokens + table.weight[:T])
+"""
+
+
+def _positions(session, **sizes):
+    return session.run(POSITIONS, **sizes)
+
+
 @hidden_test("ex-01-positions", "a single sequence of one token")
-def positions_single_token(ns):
-    add_positions = answer(ns, "add_positions")
-    with torch.random.fork_rng(devices=[]):  # leave the student's random state untouched
-        torch.manual_seed(3)
-        tokens = torch.randn(1, 1, 4)
-        table = torch.nn.Embedding(6, 4)
-    result = add_positions(tokens, table)
+def positions_single_token(student, reference):
+    result, _, expected = _positions(student, seed=3, B=1, T=1, C=4, context_length=6)
     if not isinstance(result, torch.Tensor) or result.shape != (1, 1, 4):
         raise Hint("for input of shape (1, 1, 4) the output must have shape (1, 1, 4)")
-    if not torch.allclose(result, tokens + table.weight[:1], atol=1e-6):
+    want, _, _ = _positions(reference, seed=3, B=1, T=1, C=4, context_length=6)
+    if not torch.allclose(result, want, atol=1e-6):
         raise Hint("with one token only position 0 is added")
 
-
 @hidden_test("ex-01-positions", "the whole context length and gradients")
-def positions_full_context(ns):
-    add_positions = answer(ns, "add_positions")
-    with torch.random.fork_rng(devices=[]):  # leave the student's random state untouched
-        torch.manual_seed(4)
-        tokens = torch.randn(3, 6, 2)
-        table = torch.nn.Embedding(6, 2)
-    result = add_positions(tokens, table)
-    if not torch.allclose(result, tokens + table.weight, atol=1e-6):
+def positions_full_context(student, reference):
+    result, grad, _ = _positions(student, seed=4, B=3, T=6, C=2, context_length=6)
+    want, want_grad, _ = _positions(reference, seed=4, B=3, T=6, C=2, context_length=6)
+    if not isinstance(result, torch.Tensor) or result.shape != want.shape or not torch.allclose(result, want, atol=1e-6):
         raise Hint("with T equal to the context length every position row is used once, in order")
-    result.sum().backward()
-    if table.weight.grad is None or not torch.allclose(table.weight.grad, torch.full((6, 2), 3.0)):
+    if not isinstance(grad, torch.Tensor) or not torch.allclose(grad, want_grad):
         raise Hint("the position embedding gets no gradient: use the module (or its weight) "
                    "inside the computation, without .detach()")
+
+
+
+# ---------------------------------------------------------------- ex-01-which-token
+
+WHICH = """
+torch.manual_seed(seed)
+token_embedding = torch.nn.Embedding(vocab_size, C)
+position_embedding = torch.nn.Embedding(context_length, C)
+with torch.no_grad():
+    token_embedding.weight[long_rows] *= 12.0  # long rows win "largest dot product"
+found = []
+for token, position in cases:
+    vector = (token_embedding.weight[token] + position_embedding.weight[position]).detach()
+    value = which_token(vector, position, token_embedding, position_embedding)
+    if hasattr(value, "item") and getattr(value, "numel", lambda: 0)() == 1:
+        value = ("tensor", int(value.item()))
+    found.append(value if isinstance(value, int) and not isinstance(value, bool) else ("type", repr(value)[:40]))
+found
+"""
+
+
+def _which(student, seed, vocab_size, C, context_length, long_rows, cases):
+    found = student.run(WHICH, seed=seed, vocab_size=vocab_size, C=C, context_length=context_length,
+                        long_rows=long_rows, cases=cases)
+    for (token, position), value in zip(cases, found):
+        if isinstance(value, tuple) and value[0] == "tensor":
+            raise Hint("return the id as an int (int(...)), not a tensor")
+        if isinstance(value, tuple):
+            raise Hint(f"which_token should return an int, got {value[1]}")
+        if value != token:
+            raise Hint(f"token {token} at position {position} came back as {value}: subtract the position "
+                       "vector, then take the nearest row (smallest distance), not the largest dot product")
+
+
+@hidden_test("ex-01-which-token", "other table sizes, long rows, the last position")
+def which_other_sizes(student, reference):
+    _which(student, seed=5, vocab_size=9, C=4, context_length=7, long_rows=[1, 6],
+           cases=[(0, 0), (3, 6), (8, 2), (1, 5), (6, 1)])
+
+
+@hidden_test("ex-01-which-token", "a single position and two-dimensional vectors")
+def which_tiny(student, reference):
+    _which(student, seed=6, vocab_size=5, C=2, context_length=1, long_rows=[4], cases=[(t, 0) for t in range(5)])

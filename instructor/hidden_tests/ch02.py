@@ -117,3 +117,50 @@ def projected_float64(ns):
                    "or build a new tensor; the matrix products keep the dtype by themselves")
     if not torch.allclose(result.detach(), (inputs @ W_query) @ (inputs @ W_key).T, atol=1e-10):
         raise Hint("in float64 the scores differ from (inputs @ W_query) @ (inputs @ W_key).T")
+
+
+# ---------------------------------------------------------------- ex-02-point-at
+# The student's matrices come back as data; the scores are computed here, in the grader.
+
+
+def _pointing_scores(student, target):
+    pair = student.call("pointing_projections", target)
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        raise Hint(f"return a pair (W_query, W_key), got {type(pair).__name__}")
+    W_query, W_key = pair
+    for name, matrix in (("W_query", W_query), ("W_key", W_key)):
+        if not isinstance(matrix, torch.Tensor) or matrix.ndim != 2 or matrix.shape[0] != 3:
+            raise Hint(f"{name} must be a (3, d_k) tensor (used as inputs @ {name})")
+    if W_query.shape != W_key.shape:
+        raise Hint("W_query and W_key need the same d_k: queries and keys meet in a dot product")
+    from attention_book.data import journey_inputs
+
+    _, inputs = journey_inputs()
+    return (inputs.double() @ W_query.double()) @ (inputs.double() @ W_key.double()).T  # (6, 6)
+
+
+def _points_at(student, target, word):
+    scores = _pointing_scores(student, target)
+    top2 = scores.topk(2, dim=-1)
+    if not bool((top2.indices[:, 0] == target).all()):
+        rows = [i for i in range(scores.shape[0]) if int(top2.indices[i, 0]) != target]
+        raise Hint(f"for target {target} ('{word}') the queries of rows {rows} score another key highest: "
+                   "all queries need a common direction, and the target's key must reach furthest in it")
+    margin = float((top2.values[:, 0] - top2.values[:, 1]).min())
+    if margin < 0.1:
+        raise Hint(f"for target {target} ('{word}') the smallest margin is {margin:.3f} < 0.1: scale W_key up")
+
+
+@hidden_test("ex-02-point-at", "every query points at 'Your' (target 0) by a margin of 0.1")
+def point_at_your(student, reference):
+    _points_at(student, 0, "Your")
+
+
+@hidden_test("ex-02-point-at", "every query points at 'one' (target 4) by a margin of 0.1")
+def point_at_one(student, reference):
+    _points_at(student, 4, "one")
+
+
+@hidden_test("ex-02-point-at", "every query points at 'step' (target 5) by a margin of 0.1")
+def point_at_step(student, reference):
+    _points_at(student, 5, "step")

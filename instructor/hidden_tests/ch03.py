@@ -29,7 +29,7 @@ IN_PLACE = ("your function changed the tensor passed in (an in-place operation s
 # ---------------------------------------------------------------- ex-03-stable-softmax
 
 
-@hidden_test("ex-03-stable-softmax", "the scores passed in stay unchanged")
+@hidden_test("ex-03-stable-softmax", "the scores passed in stay unchanged", guard=True)
 def softmax_no_mutation(ns):
     my_softmax = answer(ns, "my_softmax")
     scores = _randn(3, 4, seed=1, scale=3.0)
@@ -87,7 +87,7 @@ def scaled_single_token(ns):
                        "softmax(queries @ keys.T / sqrt(d_k), dim=-1); with one key every weight is 1")
 
 
-@hidden_test("ex-03-scaled-weights", "queries and keys stay unchanged")
+@hidden_test("ex-03-scaled-weights", "queries and keys stay unchanged", guard=True)
 def scaled_no_mutation(ns):
     scaled_weights = answer(ns, "scaled_weights")
     queries, keys = _randn(3, 16, seed=5), _randn(4, 16, seed=6)
@@ -123,7 +123,7 @@ def scaled_gradients(ns):
 # ---------------------------------------------------------------- ex-03-temperature
 
 
-@hidden_test("ex-03-temperature", "a negative temperature raises ValueError")
+@hidden_test("ex-03-temperature", "a negative temperature raises ValueError", guard=True)
 def temperature_negative(ns):
     softmax_with_temperature = answer(ns, "softmax_with_temperature")
     scores = _randn(2, 4, seed=10)
@@ -152,7 +152,7 @@ def temperature_batch(ns):
                        "the max and the sum over the last dimension (dim=-1), not dim=1")
 
 
-@hidden_test("ex-03-temperature", "the scores passed in stay unchanged")
+@hidden_test("ex-03-temperature", "the scores passed in stay unchanged", guard=True)
 def temperature_no_mutation(ns):
     softmax_with_temperature = answer(ns, "softmax_with_temperature")
     scores = _randn(3, 4, seed=12)
@@ -162,3 +162,50 @@ def temperature_no_mutation(ns):
     if not torch.equal(scores, before):
         raise Hint(IN_PLACE.format(what="scores").replace("`shifted = scores - ...`",
                                                           "`scaled = scores / temperature`"))
+
+
+# ---------------------------------------------------------------- ex-03-attend
+# The student's matrices come back as data; the attention weights are computed here, in the
+# grader, on the journey inputs (no value the kernel computes is trusted).
+
+
+def _attend_weights(student, target, share):
+    pair = student.call("attending_projections", target, share)
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        raise Hint(f"return a pair (W_query, W_key), got {type(pair).__name__}")
+    W_query, W_key = pair
+    for name, matrix in (("W_query", W_query), ("W_key", W_key)):
+        if not isinstance(matrix, torch.Tensor) or matrix.ndim != 2 or matrix.shape[0] != 3:
+            raise Hint(f"{name} must be a (3, d_k) tensor (used as inputs @ {name})")
+    if W_query.shape != W_key.shape:
+        raise Hint("W_query and W_key need the same d_k: queries and keys meet in a dot product")
+    from attention_book.data import journey_inputs
+
+    _, inputs = journey_inputs()
+    W_query, W_key = W_query.double(), W_key.double()
+    scores = (inputs.double() @ W_query) @ (inputs.double() @ W_key).T  # (6, 6)
+    return torch.softmax(scores / W_key.shape[-1] ** 0.5, dim=-1)
+
+
+@hidden_test("ex-03-attend", "every token attends to 'Your' (target 0) with share 0.995")
+def attend_your(student, reference):
+    weights = _attend_weights(student, 0, 0.995)
+    if not bool((weights[:, 0] >= 0.995).all()):
+        raise Hint(f"the smallest weight on 'Your' is {weights[:, 0].min():.3f} < 0.995: widen the gaps "
+                   "between the scores (scale W_key up)")
+
+
+@hidden_test("ex-03-attend", "every token attends to 'one' (target 4) with share 0.995")
+def attend_one(student, reference):
+    weights = _attend_weights(student, 4, 0.995)
+    if not bool((weights[:, 4] >= 0.995).all()):
+        raise Hint(f"the smallest weight on 'one' is {weights[:, 4].min():.3f} < 0.995: the key direction "
+                   "must make 'one' score highest in every row, with wide gaps")
+
+
+@hidden_test("ex-03-attend", "every token attends to 'step' (target 5) with share 0.995")
+def attend_step(student, reference):
+    weights = _attend_weights(student, 5, 0.995)
+    if not bool((weights[:, 5] >= 0.995).all()):
+        raise Hint(f"the smallest weight on 'step' is {weights[:, 5].min():.3f} < 0.995: the key direction "
+                   "must make 'step' score highest in every row, with wide gaps")

@@ -6,7 +6,6 @@ student's namespace ``ns`` and raises Hint("what is wrong and how to fix it") wh
 
 import torch
 
-from attention_book.attention import SelfAttention, SelfAttentionParams
 from attention_book.instructor.hidden import Hint, answer, hidden_test
 
 
@@ -31,7 +30,7 @@ def _context(context_vectors, *args):
 # ---------------------------------------------------------------- ex-04-context-vectors
 
 
-@hidden_test("ex-04-context-vectors", "one token (T = 1): the context vector is its value")
+@hidden_test("ex-04-context-vectors", "one token (T = 1): the context vector is its value", guard=True)
 def context_single_token(ns):
     context_vectors = answer(ns, "context_vectors")
     cases = [((1, 3), (1, 3), (1, 2)), ((4, 1, 3), (4, 1, 3), (4, 1, 5))]
@@ -86,44 +85,123 @@ def context_float64(ns):
 # ---------------------------------------------------------------- ex-04-copy-weights
 
 
-def _pair(d_in, d_kq, d_v, seed, dtype=torch.float32):
-    with torch.random.fork_rng(devices=[]):  # leave the notebook's random state alone
-        torch.manual_seed(seed)
-        source = SelfAttentionParams(d_in, d_kq, d_v).to(dtype)
-        target = SelfAttention(d_in, d_kq, d_v).to(dtype)
-    return source, target
+COPY = """
+from attention_book.attention import SelfAttention, SelfAttentionParams
+torch.manual_seed(seed)
+source = SelfAttentionParams(d_in, d_kq, d_v).to(dtype)
+target = SelfAttention(d_in, d_kq, d_v).to(dtype)
+before = {n: getattr(source, n).detach().clone() for n in ("W_query", "W_key", "W_value")}
+copy_into_linear(source, target)
+with torch.no_grad():
+    out, want = target(inputs.to(dtype)), source(inputs.to(dtype))
+(before, {n: getattr(source, n).detach() for n in before},
+ {n: getattr(target, n).weight.detach() for n in before}, out, want)
+"""
 
 
 @hidden_test("ex-04-copy-weights", "copies from params_version into linear_version, not back")
-def copy_direction(ns):
-    copy_into_linear = answer(ns, "copy_into_linear")
-    source, target = _pair(4, 3, 2, seed=11)
-    before = {name: getattr(source, name).detach().clone() for name in ("W_query", "W_key", "W_value")}
-    copy_into_linear(source, target)
+def copy_direction(student, reference):
+    before, after, copied, _, _ = student.run(COPY, seed=11, d_in=4, d_kq=3, d_v=2, dtype=torch.float32,
+                                              inputs=_randn(2, 3, 4, seed=14))
     for name, matrix in before.items():
-        if not torch.equal(getattr(source, name).detach(), matrix):
+        if not torch.equal(after[name], matrix):
             raise Hint(f"params_version.{name} changed: copy from the version-1 module (params_version) "
                        "into the nn.Linear layers of linear_version, e.g. "
                        f"linear_version.{name}.weight.copy_(params_version.{name}.T); never the other way")
-        if not torch.allclose(getattr(target, name).weight.detach(), matrix.T):
+        if not torch.allclose(copied[name], matrix.T):
             raise Hint(f"linear_version.{name}.weight should hold params_version.{name}.T after the copy")
 
-
 @hidden_test("ex-04-copy-weights", "float64 modules: an exact copy that keeps the dtype")
-def copy_float64(ns):
-    copy_into_linear = answer(ns, "copy_into_linear")
-    source, target = _pair(5, 2, 1, seed=12, dtype=torch.float64)
-    copy_into_linear(source, target)
+def copy_float64(student, reference):
+    inputs = _randn(2, 3, 5, seed=13, dtype=torch.float64)
+    before, _, copied, out, _ = student.run(COPY, seed=12, d_in=5, d_kq=2, d_v=1, dtype=torch.float64,
+                                            inputs=inputs)
     for name in ("W_query", "W_key", "W_value"):
-        weight = getattr(target, name).weight
+        weight = copied[name]
         if weight.dtype != torch.float64:
             raise Hint(f"{name}.weight became {weight.dtype} although both modules are float64: copy the "
                        "values into the existing weight with .copy_(...) inside torch.no_grad() instead "
                        "of building a new tensor (torch.tensor(...) or .float() change the dtype)")
-        if not torch.equal(weight.detach(), getattr(source, name).detach().T):
+        if not torch.equal(weight, before[name].T):
             raise Hint(f"{name}.weight is not an exact copy of {name}.T in float64 (d_in=5, d_k=2, d_v=1): "
                        "copy the tensor itself, not a rounded or converted version")
-    inputs = _randn(2, 3, 5, seed=13, dtype=torch.float64)
-    with torch.no_grad():
-        if not torch.allclose(target(inputs), source(inputs), atol=1e-12):
-            raise Hint("after the copy the two float64 modules return different context vectors")
+    _, _, _, want, _ = reference.run(COPY, seed=12, d_in=5, d_kq=2, d_v=1, dtype=torch.float64, inputs=inputs)
+    if not torch.allclose(out, want, atol=1e-12):
+        raise Hint("after the copy the two float64 modules return different context vectors")
+
+
+
+# ---------------------------------------------------------------- ex-04-permutation
+
+PERMUTATION = """
+torch.manual_seed(seed)
+T, d = x.shape
+
+
+class Attention(torch.nn.Module):  # self-attention without positions: equivariant
+    def __init__(self):
+        super().__init__()
+        self.W = torch.nn.Linear(d, 3, bias=False)
+
+    def forward(self, inputs):
+        values = self.W(inputs)
+        return torch.softmax(values @ values.T / 3 ** 0.5, dim=-1) @ values
+
+
+class Positions(Attention):  # the same plus position vectors: not equivariant
+    def __init__(self):
+        super().__init__()
+        self.positions = torch.nn.Parameter(torch.randn(T, d))
+
+    def forward(self, inputs):
+        return super().forward(inputs + self.positions)
+
+
+class RunningMean(torch.nn.Module):  # mixes tokens in order: not equivariant
+    def forward(self, inputs):
+        return inputs.cumsum(dim=0) / torch.arange(1, inputs.shape[0] + 1)[:, None]
+
+
+before = x.clone()
+answers = []
+for module in (torch.nn.Linear(d, 2), Attention(), Positions(), RunningMean(), torch.nn.Identity()):
+    value = is_permutation_equivariant(module, x, permutation)
+    if hasattr(value, "item") and getattr(value, "numel", lambda: 0)() == 1:
+        value = bool(value.item())
+    answers.append(value if isinstance(value, bool) else repr(value)[:40])
+(answers, bool(torch.equal(x, before)))
+"""
+
+PERMUTATION_NAMES = ("a Linear layer", "self-attention without positions", "self-attention with position vectors",
+                     "a running mean over the tokens", "the identity")
+
+
+def _permutation(student, reference, seed, T, d):
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(T, d, generator=generator)
+    permutation = torch.randperm(T, generator=generator)
+    got, unchanged = student.run(PERMUTATION, seed=seed, x=x, permutation=permutation)
+    want, _ = reference.run(PERMUTATION, seed=seed, x=x, permutation=permutation)
+    for name, value, expected in zip(PERMUTATION_NAMES, got, want):
+        if not isinstance(value, bool):
+            raise Hint(f"is_permutation_equivariant should return True or False, got {value}")
+        if value != expected:
+            raise Hint(f"for {name} (T={T}) you return {value}, the right answer is {expected}: compare "
+                       "module(x[permutation]) with module(x)[permutation] using torch.allclose")
+    return unchanged
+
+
+@hidden_test("ex-04-permutation", "five modules, other sizes (T = 7, d_in = 5)")
+def permutation_modules(student, reference):
+    _permutation(student, reference, seed=21, T=7, d=5)
+
+
+@hidden_test("ex-04-permutation", "two tokens swapped (T = 2)")
+def permutation_two(student, reference):
+    _permutation(student, reference, seed=22, T=2, d=3)
+
+
+@hidden_test("ex-04-permutation", "x is left unchanged", guard=True)
+def permutation_input_unchanged(student, reference):
+    if not _permutation(student, reference, seed=23, T=4, d=3):
+        raise Hint("your function changed x: shuffle a copy (x[permutation] makes a new tensor)")

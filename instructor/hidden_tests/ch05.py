@@ -5,11 +5,8 @@ student's namespace ``ns`` and raises Hint("what is wrong and how to fix it") wh
 """
 
 import torch
-from torch import nn
 
-from attention_book.instructor.hidden import Hint, answer, hidden_test
-from attention_book.masks import causal_mask
-from attention_book.multihead import MultiHeadAttention
+from attention_book.instructor.hidden import Hint, answer, hidden_test, randn, same
 
 
 def _numbered(*shape, dtype=torch.float32):
@@ -59,7 +56,7 @@ def split_edge_widths(ns):
     _check_split_merge(split_heads, merge_heads, B=2, T=3, H=4, hd=1, dtype=torch.float64)
 
 
-@hidden_test("ex-05-split-heads", "gradients flow through split and merge")
+@hidden_test("ex-05-split-heads", "gradients flow through split and merge", guard=True)
 def split_gradients(ns):
     split_heads, merge_heads = answer(ns, "split_heads"), answer(ns, "merge_heads")
     x = torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(5)).requires_grad_(True)
@@ -77,59 +74,106 @@ def split_gradients(ns):
 # ---------------------------------------------------------------- ex-05-torch-twin
 
 
-def _ours(d, num_heads, qkv_bias, causal, seed):
-    with torch.random.fork_rng(devices=[]):  # leave the notebook's random state alone
-        torch.manual_seed(seed)
-        mha = MultiHeadAttention(d, d, 8, 0.0, num_heads=num_heads, qkv_bias=qkv_bias, causal=causal)
-        with torch.no_grad():  # clearly non-zero biases, so a forgotten copy shows
-            for parameter in mha.parameters():
-                if parameter.dim() == 1:
-                    parameter.normal_()
-    return mha.eval()
-
-
-def _theirs(to_torch_attention, mha):
-    with torch.random.fork_rng(devices=[]):  # building their module draws random numbers
-        theirs = to_torch_attention(mha)
-    if not isinstance(theirs, nn.MultiheadAttention):
-        raise Hint(f"return a torch.nn.MultiheadAttention, got {type(theirs).__name__}")
-    return theirs.eval()
-
-
-@hidden_test("ex-05-torch-twin", "other sizes: 12 features with 3 or 4 heads, T = 1 and T = 5")
-def twin_other_sizes(ns):
-    to_torch_attention = answer(ns, "to_torch_attention")
-    for num_heads, qkv_bias, causal, T in ((3, True, True, 5), (4, False, False, 1), (4, True, True, 1)):
-        mha = _ours(12, num_heads, qkv_bias, causal, seed=7 + num_heads)
-        theirs = _theirs(to_torch_attention, mha)
-        if theirs.embed_dim != 12 or theirs.num_heads != num_heads:
-            raise Hint(f"for a MultiHeadAttention with d_out=12 and {num_heads} heads your module has "
-                       f"embed_dim={theirs.embed_dim}, num_heads={theirs.num_heads}: take both from "
-                       "mha.d_out and mha.num_heads, do not hard-code them")
-        x = torch.randn(3, T, 12, generator=torch.Generator().manual_seed(T))
-        with torch.no_grad():
-            expected = mha(x)
-            got = theirs(x, x, x, attn_mask=causal_mask(T) if causal else None, need_weights=False)[0]
-        if not torch.allclose(got, expected, atol=1e-5):
-            raise Hint(f"outputs differ for d_out=12, {num_heads} heads, qkv_bias={qkv_bias}, causal={causal}, "
-                       f"T={T}: copy every weight and bias of the query, key, value and output projections")
-
-
-@hidden_test("ex-05-torch-twin", "our module is left unchanged and no tensor is shared")
-def twin_independent(ns):
-    to_torch_attention = answer(ns, "to_torch_attention")
-    mha = _ours(8, 2, True, False, seed=13)
-    before = {name: p.detach().clone() for name, p in mha.named_parameters()}
-    theirs = _theirs(to_torch_attention, mha)
-    for name, parameter in mha.named_parameters():
-        if not torch.equal(parameter.detach(), before[name]):
-            raise Hint(f"to_torch_attention changed our module's {name}: copy from mha into the new "
-                       "nn.MultiheadAttention (torch_mha....copy_(mha....)), never the other way")
+TWIN = """
+from torch import nn
+from attention_book.masks import causal_mask
+from attention_book.multihead import MultiHeadAttention
+torch.manual_seed(seed)
+mha = MultiHeadAttention(d, d, 8, 0.0, num_heads=num_heads, qkv_bias=qkv_bias, causal=causal)
+with torch.no_grad():  # clearly non-zero biases, so a forgotten copy shows
+    for parameter in mha.parameters():
+        if parameter.dim() == 1:
+            parameter.normal_()
+mha.eval()
+before = {name: p.detach().clone() for name, p in mha.named_parameters()}
+theirs = to_torch_attention(mha)
+kind = type(theirs).__name__ if not isinstance(theirs, nn.MultiheadAttention) else "MultiheadAttention"
+if kind != "MultiheadAttention":
+    result = (kind,)
+else:
+    theirs.eval()
+    with torch.no_grad():
+        got = theirs(x, x, x, attn_mask=causal_mask(x.shape[1]) if causal else None, need_weights=False)[0]
+    unchanged = all(torch.equal(p.detach(), before[n]) for n, p in mha.named_parameters())
     with torch.no_grad():
         for parameter in theirs.parameters():
             parameter.add_(1.0)
-    for name, parameter in mha.named_parameters():
-        if not torch.equal(parameter.detach(), before[name]):
-            raise Hint(f"changing the returned module changed our {name}: it shares that tensor (assigning "
-                       "a Parameter or module, e.g. torch_mha.out_proj.bias = mha.out_proj.bias); copy the "
-                       "values with .copy_(...) inside torch.no_grad()")
+    shared = [n for n, p in mha.named_parameters() if not torch.equal(p.detach(), before[n])]
+    result = (kind, theirs.embed_dim, theirs.num_heads, got, unchanged, shared)
+result
+"""
+
+
+def _twin(session, d, num_heads, qkv_bias, causal, seed, T):
+    x = torch.randn(3, T, d, generator=torch.Generator().manual_seed(T))
+    result = session.run(TWIN, d=d, num_heads=num_heads, qkv_bias=qkv_bias, causal=causal, seed=seed, x=x)
+    if result[0] != "MultiheadAttention":
+        raise Hint(f"return a torch.nn.MultiheadAttention, got {result[0]}")
+    return result
+
+
+@hidden_test("ex-05-torch-twin", "other sizes: 12 features with 3 or 4 heads, T = 1 and T = 5")
+def twin_other_sizes(student, reference):
+    for num_heads, qkv_bias, causal, T in ((3, True, True, 5), (4, False, False, 1), (4, True, True, 1)):
+        case = dict(d=12, num_heads=num_heads, qkv_bias=qkv_bias, causal=causal, seed=7 + num_heads, T=T)
+        _, embed_dim, heads, got, _, _ = _twin(student, **case)
+        if embed_dim != 12 or heads != num_heads:
+            raise Hint(f"for a MultiHeadAttention with d_out=12 and {num_heads} heads your module has "
+                       f"embed_dim={embed_dim}, num_heads={heads}: take both from "
+                       "mha.d_out and mha.num_heads, do not hard-code them")
+        expected = _twin(reference, **case)[3]
+        if not isinstance(got, torch.Tensor) or got.shape != expected.shape or not torch.allclose(got, expected, atol=1e-5):
+            raise Hint(f"outputs differ for d_out=12, {num_heads} heads, qkv_bias={qkv_bias}, causal={causal}, "
+                       f"T={T}: copy every weight and bias of the query, key, value and output projections")
+
+@hidden_test("ex-05-torch-twin", "our module is left unchanged and no tensor is shared", guard=True)
+def twin_independent(student, reference):
+    _, _, _, _, unchanged, shared = _twin(student, d=8, num_heads=2, qkv_bias=True, causal=False, seed=13, T=3)
+    if not unchanged:
+        raise Hint("to_torch_attention changed our module's parameters: copy from mha into the new "
+                   "nn.MultiheadAttention (torch_mha....copy_(mha....)), never the other way")
+    if shared:
+        raise Hint(f"changing the returned module changed our {shared[0]}: it shares that tensor (assigning "
+                   "a Parameter or module, e.g. torch_mha.out_proj.bias = mha.out_proj.bias); copy the "
+                   "values with .copy_(...) inside torch.no_grad()")
+
+
+
+# ---------------------------------------------------------------- ex-05-head-contributions
+
+CONTRIBUTIONS = """
+from attention_book.multihead import MultiHeadAttention
+torch.manual_seed(seed)
+mha = MultiHeadAttention(x.shape[-1], d_out, 16, 0.0, num_heads=num_heads, causal=causal, qkv_bias=True).eval()
+before = {name: p.detach().clone() for name, p in mha.named_parameters()}
+parts = head_contributions(mha, x)
+with torch.no_grad():
+    whole = mha(x)
+(parts, whole - mha.out_proj.bias.detach(),
+ all(torch.equal(p.detach(), before[n]) for n, p in mha.named_parameters()))
+"""
+
+
+def _contributions(student, reference, seed, B, T, d_in, d_out, num_heads, causal):
+    x = randn(B, T, d_in, seed=seed)
+    case = dict(seed=seed, x=x, d_out=d_out, num_heads=num_heads, causal=causal)
+    parts, whole, unchanged = student.run(CONTRIBUTIONS, **case)
+    want, _, _ = reference.run(CONTRIBUTIONS, **case)
+    what = f"head_contributions for B={B}, T={T}, d_out={d_out}, {num_heads} heads, causal={causal}"
+    same(parts, want, what, hint="slice h is head h's output (its weights @ its own values) times its block "
+         "of rows of out_proj.weight.T; keep the causal mask (take the weights from mha(x, return_weights=True))",
+         atol=1e-5)
+    return unchanged
+
+
+@hidden_test("ex-05-head-contributions", "other sizes, causal and not, one token")
+def contributions_sizes(student, reference):
+    for seed, B, T, d_in, d_out, heads, causal in ((1, 2, 5, 6, 8, 4, True), (2, 1, 1, 3, 6, 3, False),
+                                                   (3, 3, 4, 5, 4, 1, False)):
+        _contributions(student, reference, seed, B, T, d_in, d_out, heads, causal)
+
+
+@hidden_test("ex-05-head-contributions", "the module's weights are left unchanged", guard=True)
+def contributions_read_only(student, reference):
+    if not _contributions(student, reference, 4, 2, 3, 4, 6, 2, True):
+        raise Hint("head_contributions changed mha's weights: only read them")

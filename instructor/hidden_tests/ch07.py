@@ -10,7 +10,7 @@ first operation on a meta tensor loads PyTorch's meta kernels (about 2 s, once p
 
 import torch
 
-from attention_book.instructor.hidden import Hint, answer, hidden_test
+from attention_book.instructor.hidden import Hint, answer, hidden_test, randn
 
 
 def _randn(*shape, seed, scale=1.0, dtype=torch.float32):
@@ -32,11 +32,6 @@ DEVICE = ("on another device than the CPU your code fails{detail}: create the ma
           "torch.ones(T, T, dtype=torch.bool, device={name}.device) (as the chapter's code does), so "
           "it also runs on a GPU")
 
-
-def _reads_values(err):
-    """A meta tensor has no values: code that reads them (.item(), bool(...)) cannot be checked there."""
-    message = str(err)
-    return "item()" in message or "data-dependent" in message or "Cannot copy out of meta" in message
 
 
 # ---------------------------------------------------------------- ex-07-causal-softmax
@@ -74,21 +69,39 @@ def causal_large_float64(ns):
         raise Hint("for large float64 scores the weights differ from a softmax over the visible scores")
 
 
-@hidden_test("ex-07-causal-softmax", "device-agnostic: the mask follows the scores' device")
-def causal_device(ns):
-    causal_weights = answer(ns, "causal_weights")
-    scores = torch.empty(2, 5, 5, device="meta")
-    try:
-        result = causal_weights(scores)
-    except (RuntimeError, NotImplementedError) as err:
-        if _reads_values(err):
-            return  # the code reads tensor values in Python (fine on a GPU): nothing to check here
-        if "meta" in str(err) or "device" in str(err):
-            raise Hint(DEVICE.format(detail=f" ({str(err).splitlines()[0][:120]})", name="scores")) from None
-        raise
-    if not isinstance(result, torch.Tensor) or result.device.type != "meta" or tuple(result.shape) != (2, 5, 5):
-        raise Hint(DEVICE.format(detail=": the weights did not stay on the scores' device", name="scores"))
+META = """
+try:
+    result = function(torch.empty(*shape, dtype=dtype, device="meta"))
+    answer = ("ok", str(result.device) if isinstance(result, torch.Tensor) else type(result).__name__,
+              tuple(result.shape) if isinstance(result, torch.Tensor) else None)
+except (RuntimeError, NotImplementedError) as err:
+    answer = ("error", type(err).__name__, str(err)[:300])
+answer
+"""
 
+
+def _meta(student, name, shape, dtype):
+    if not student.has(name):
+        raise Hint(f"`{name}` is not defined: run the cell that defines it (and keep its name)")
+    return student.run(f"function = {name}\n" + META, shape=shape, dtype=dtype)
+
+
+def _device_verdict(outcome, shape, what, name):
+    if outcome[0] == "error":
+        if outcome[1] == "NotImplementedError" and "meta" not in outcome[2]:
+            from attention_book.instructor.hidden import NotImplementedYet
+            raise NotImplementedYet(outcome[1], outcome[2])
+        message = outcome[2]
+        if "item()" in message or "data-dependent" in message or "Cannot copy out of meta" in message:
+            return  # the code reads tensor values in Python (fine on a GPU): nothing to check here
+        raise Hint(DEVICE.format(detail=f" ({message.splitlines()[0][:120] if message else outcome[1]})", name=name))
+    if outcome[1] != "meta" or tuple(outcome[2] or ()) != shape:
+        raise Hint(DEVICE.format(detail=f": the {what} did not stay on the input's device", name=name))
+
+
+@hidden_test("ex-07-causal-softmax", "device-agnostic: the mask follows the scores' device", guard=True)
+def causal_device(student, reference):
+    _device_verdict(_meta(student, "causal_weights", (2, 5, 5), torch.float32), (2, 5, 5), "weights", "scores")
 
 # ---------------------------------------------------------------- ex-07-decoder-mask
 
@@ -121,19 +134,71 @@ def decoder_left_padding(ns):
                    "key_padding_mask is True, key_padding_mask[:, None, :], combined with the causal mask")
 
 
-@hidden_test("ex-07-decoder-mask", "device-agnostic: the mask follows the padding mask's device")
-def decoder_device(ns):
-    decoder_mask = answer(ns, "decoder_mask")
-    pad = torch.empty(2, 6, dtype=torch.bool, device="meta")
-    try:
-        result = decoder_mask(pad)
-    except (RuntimeError, NotImplementedError) as err:
-        if _reads_values(err):
-            return  # the code reads tensor values in Python (fine on a GPU): nothing to check here
-        if "meta" in str(err) or "device" in str(err):
-            raise Hint(DEVICE.format(detail=f" ({str(err).splitlines()[0][:120]})",
-                                     name="key_padding_mask")) from None
-        raise
-    if not isinstance(result, torch.Tensor) or result.device.type != "meta" or tuple(result.shape) != (2, 6, 6):
-        raise Hint(DEVICE.format(detail=": the mask did not end up on the padding mask's device",
-                                 name="key_padding_mask"))
+@hidden_test("ex-07-decoder-mask", "device-agnostic: the mask follows the padding mask's device", guard=True)
+def decoder_device(student, reference):
+    _device_verdict(_meta(student, "decoder_mask", (2, 6), torch.bool), (2, 6, 6), "mask", "key_padding_mask")
+
+
+
+# ---------------------------------------------------------------- ex-07-decoder-block
+# Properties of the student's block, checked here on the values it returns: causal over the
+# decoder's tokens, blind to padded encoder positions, and using the encoder at all.
+
+DECODER = """
+torch.manual_seed(seed)
+block = DecoderBlock(d_model, d_context, num_heads, 16).eval()
+with torch.no_grad():
+    out = block(x, encoder_output, padding)
+    future = x.clone()
+    future[:, -1] += 3.0
+    out_future = block(future, encoder_output, padding)
+    padded = encoder_output.clone()
+    padded[padding] += 5.0
+    out_padded = block(x, padded, padding)
+    visible = encoder_output.clone()
+    visible[~padding] += 5.0
+    out_visible = block(x, visible, padding)
+(out, out_future, out_padded, out_visible)
+"""
+
+
+def _decoder(student, seed=31, B=2, T=5, T_enc=4, d_model=8, d_context=6, num_heads=2):
+    x = randn(B, T, d_model, seed=seed)
+    encoder_output = randn(B, T_enc, d_context, seed=seed + 1)
+    padding = torch.zeros(B, T_enc, dtype=torch.bool)
+    padding[0, -1] = True  # the first sequence's last encoder position is padding
+    padding[-1, -2:] = True
+    out, out_future, out_padded, out_visible = student.run(
+        DECODER, seed=seed, x=x, encoder_output=encoder_output, padding=padding, d_model=d_model,
+        d_context=d_context, num_heads=num_heads)
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (B, T, d_model):
+        found = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise Hint(f"DecoderBlock({d_model}, {d_context}, {num_heads}, 16) on x of shape {(B, T, d_model)} must "
+                   f"return {(B, T, d_model)}, got {found}")
+    return x, out, out_future, out_padded, out_visible
+
+
+@hidden_test("ex-07-decoder-block", "uses the encoder output (and is not the identity)")
+def decoder_uses_encoder(student, reference):
+    x, out, _, _, out_visible = _decoder(student)
+    if torch.allclose(out, out_visible, atol=1e-6):
+        raise Hint("changing the (unpadded) encoder output does not change the result: the cross-attention "
+                   "must take its keys and values from encoder_output (context=encoder_output)")
+    if torch.allclose(out, x, atol=1e-6):
+        raise Hint("the block returns x unchanged: add the self-attention and the cross-attention outputs")
+
+
+@hidden_test("ex-07-decoder-block", "causal: a later decoder token does not change earlier outputs", guard=True)
+def decoder_causal(student, reference):
+    _, out, out_future, _, _ = _decoder(student, seed=32, T=6, d_model=4, d_context=3, num_heads=2)
+    if not torch.allclose(out[:, :-1], out_future[:, :-1], atol=1e-5):
+        raise Hint("changing the last decoder token changed the outputs of earlier tokens: the self-attention "
+                   "must be causal (causal=True)")
+
+
+@hidden_test("ex-07-decoder-block", "padded encoder positions are ignored", guard=True)
+def decoder_padding(student, reference):
+    _, out, _, out_padded, _ = _decoder(student, seed=33, T=3, T_enc=5)
+    if not torch.allclose(out, out_padded, atol=1e-5):
+        raise Hint("changing padded encoder positions changed the result: pass encoder_padding_mask to the "
+                   "cross-attention as key_padding_mask (True = padding)")

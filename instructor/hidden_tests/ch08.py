@@ -4,82 +4,72 @@ Format: see attention_book.instructor.hidden (and instructor/README.md). Each te
 student's namespace ``ns`` and raises Hint("what is wrong and how to fix it") when it fails.
 """
 
-import copy
 import math
 
 import torch
-import torch.nn.functional as F
 
-from attention_book.hello_world import HelloWorldModel
 from attention_book.instructor.hidden import Hint, answer, hidden_test
 
 
-def _problem(seed, batch_size, num_tokens, vocab_size=17, n_embd=6):
-    """A fresh small model and a batch of targets = inputs shifted by one (non-contiguous slices)."""
-    with torch.random.fork_rng(devices=[]):  # leave the notebook's random state alone
-        torch.manual_seed(seed)
-        model = HelloWorldModel(n_embd=n_embd, context_length=num_tokens + 1, vocab_size=vocab_size)
+STEPS = """
+from attention_book.hello_world import HelloWorldModel
+torch.manual_seed(seed)
+model = HelloWorldModel(n_embd=6, context_length=token_ids.shape[1], vocab_size=vocab_size)
+optimizer = (torch.optim.AdamW(model.parameters(), lr=0.05) if optimizer_name == "AdamW"
+             else torch.optim.SGD(model.parameters(), lr=0.3))
+inputs, targets = token_ids[:, :-1], token_ids[:, 1:]  # slices of one tensor: not contiguous
+if contiguous:
+    inputs, targets = inputs.contiguous(), targets.contiguous()
+returned = []
+for step in range(steps):
+    value = training_step(model, optimizer, inputs, targets)
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = float(value.detach())
+    returned.append(value if isinstance(value, (int, float)) and not isinstance(value, bool)
+                    else type(value).__name__)
+(returned, {name: p.detach() for name, p in model.named_parameters()})
+"""
+
+
+def _check_steps(student, reference, seed, batch_size, num_tokens, vocab_size, optimizer_name, steps,
+                 contiguous, what):
     generator = torch.Generator().manual_seed(seed)
     token_ids = torch.randint(0, vocab_size, (batch_size, num_tokens + 1), generator=generator)
-    return model, token_ids[:, :-1], token_ids[:, 1:]  # slices of one tensor: not contiguous
-
-
-def _loss(model, inputs, targets):
-    logits = model(inputs)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-
-
-def _number(value):
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        return float(value.detach())
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    raise Hint(f"training_step should return the loss as a number, got {type(value).__name__}")
-
-
-def _check_steps(training_step, model, inputs, targets, make_optimizer, steps, what):
-    reference = copy.deepcopy(model)
-    reference_optimizer = make_optimizer(reference)
-    student_optimizer = make_optimizer(model)
-    for step in range(steps):
-        expected_loss = _loss(reference, inputs, targets)
-        reference_optimizer.zero_grad()
-        expected_loss.backward()
-        reference_optimizer.step()
-        try:
-            returned = training_step(model, student_optimizer, inputs, targets)
-        except RuntimeError as err:
-            if "view size is not compatible" in str(err):
-                raise Hint("the targets here are a slice token_ids[:, 1:], which is not contiguous in memory, "
-                           "so targets.view(-1) fails: use targets.reshape(-1) (as in the chapter's batches)"
-                           ) from None
-            raise
-        value = _number(returned)
-        if not math.isclose(value, expected_loss.item(), rel_tol=1e-4, abs_tol=1e-5):
+    case = dict(seed=seed, token_ids=token_ids, vocab_size=vocab_size, optimizer_name=optimizer_name,
+                steps=steps, contiguous=contiguous)
+    try:
+        returned, parameters = student.run(STEPS, **case)
+    except RuntimeError as err:
+        if "view size is not compatible" in str(err):
+            raise Hint("the targets here are a slice token_ids[:, 1:], which is not contiguous in memory, "
+                       "so targets.view(-1) fails: use targets.reshape(-1) (as in the chapter's batches)"
+                       ) from None
+        raise
+    expected, want = reference.run(STEPS, **case)
+    for step, (value, loss) in enumerate(zip(returned, expected)):
+        if isinstance(value, str):
+            raise Hint(f"training_step should return the loss as a number, got {value}")
+        if not math.isclose(value, loss, rel_tol=1e-4, abs_tol=1e-5):
             raise Hint(f"{what}: step {step + 1} returned {value:.4f}, expected the loss before the update "
-                       f"{expected_loss.item():.4f}")
-    for (name, got), want in zip(model.named_parameters(), reference.parameters()):
-        if not torch.allclose(got.detach(), want.detach(), atol=1e-5):
+                       f"{loss:.4f}")
+    for name, tensor in want.items():
+        if name not in parameters or not torch.allclose(parameters[name], tensor, atol=1e-5):
             raise Hint(f"{what}: after {steps} steps the parameter {name} differs from {steps} steps of the "
                        "optimizer that was passed in: call optimizer.zero_grad(), loss.backward() and "
                        "optimizer.step() (no update by hand, no fixed learning rate)")
 
 
 @hidden_test("ex-08-training-step", "uses the optimizer passed in (AdamW, 3 steps)")
-def step_with_adamw(ns):
-    training_step = answer(ns, "training_step")
-    model, inputs, targets = _problem(seed=1, batch_size=2, num_tokens=3)
-    _check_steps(training_step, model, inputs.contiguous(), targets.contiguous(),
-                 lambda m: torch.optim.AdamW(m.parameters(), lr=0.05), steps=3, what="with AdamW")
+def step_with_adamw(student, reference):
+    _check_steps(student, reference, seed=1, batch_size=2, num_tokens=3, vocab_size=17, optimizer_name="AdamW",
+                 steps=3, contiguous=True, what="with AdamW")
 
 
 @hidden_test("ex-08-training-step", "other sizes and non-contiguous target slices")
-def step_other_sizes(ns):
-    training_step = answer(ns, "training_step")
+def step_other_sizes(student, reference):
     for seed, batch_size, num_tokens in ((2, 1, 1), (3, 5, 4)):
-        model, inputs, targets = _problem(seed=seed, batch_size=batch_size, num_tokens=num_tokens, vocab_size=11)
-        _check_steps(training_step, model, inputs, targets,
-                     lambda m: torch.optim.SGD(m.parameters(), lr=0.3), steps=2,
+        _check_steps(student, reference, seed=seed, batch_size=batch_size, num_tokens=num_tokens, vocab_size=11,
+                     optimizer_name="SGD", steps=2, contiguous=False,
                      what=f"for a batch of shape ({batch_size}, {num_tokens}) and 11 tokens in the vocabulary")
 
 
@@ -119,3 +109,52 @@ def accuracy_fraction(ns):
     if not math.isclose(value, 3 / 7, abs_tol=1e-6):
         raise Hint(f"3 right out of 7 sequences must give 3/7 = {3 / 7:.6f}, got {value:g}: divide by the "
                    "number of sequences and do not round")
+
+
+# ---------------------------------------------------------------- ex-08-override
+
+OVERRIDE = """
+from attention_book.hello_world import HelloWorldModel
+torch.manual_seed(seed)
+fresh = HelloWorldModel(n_embd=n_embd, context_length=inputs.shape[1], vocab_size=vocab_size).eval()
+before = {name: p.detach().clone() for name, p in fresh.named_parameters()}
+predicted = predict_with_last_row(fresh, inputs, last_row)
+(predicted, all(torch.equal(p.detach(), before[n]) for n, p in fresh.named_parameters()))
+"""
+
+
+def _override(student, reference, seed, batch_size, num_tokens, vocab_size, n_embd, peaked):
+    generator = torch.Generator().manual_seed(seed)
+    inputs = torch.randint(0, vocab_size, (batch_size, num_tokens), generator=generator)
+    if peaked is None:
+        last_row = torch.softmax(torch.randn(num_tokens, generator=generator), dim=-1)
+    else:
+        last_row = torch.zeros(num_tokens)
+        last_row[peaked] = 1.0
+    case = dict(seed=seed, inputs=inputs, last_row=last_row, vocab_size=vocab_size, n_embd=n_embd)
+    got, unchanged = student.run(OVERRIDE, **case)
+    want, _ = reference.run(OVERRIDE, **case)
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != (batch_size,):
+        found = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+        raise Hint(f"for inputs of shape ({batch_size}, {num_tokens}) return ({batch_size},) token ids, got {found}")
+    if not torch.equal(got.long(), want):
+        raise Hint(f"with another model ({vocab_size} tokens, n_embd={n_embd}) and last_row={last_row.tolist()} the "
+                   "predicted tokens differ: mix the values with last_row (last_row @ values) and apply "
+                   "model.out, without the model's own last-row weights")
+    return unchanged
+
+
+@hidden_test("ex-08-override", "another (untrained) model, a spread-out row")
+def override_spread(student, reference):
+    _override(student, reference, seed=41, batch_size=3, num_tokens=4, vocab_size=13, n_embd=6, peaked=None)
+
+
+@hidden_test("ex-08-override", "all weight on one position, one sequence")
+def override_peaked(student, reference):
+    _override(student, reference, seed=42, batch_size=1, num_tokens=5, vocab_size=9, n_embd=4, peaked=1)
+
+
+@hidden_test("ex-08-override", "the model is left unchanged", guard=True)
+def override_read_only(student, reference):
+    if not _override(student, reference, seed=43, batch_size=2, num_tokens=3, vocab_size=7, n_embd=4, peaked=0):
+        raise Hint("predict_with_last_row changed the model's parameters: only read them")

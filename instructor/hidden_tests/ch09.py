@@ -9,8 +9,7 @@ import numbers
 
 import torch
 
-import attention_book.scale as scale_module
-from attention_book.instructor.hidden import Hint, answer, hidden_test
+from attention_book.instructor.hidden import Hint, RemoteNamespace, answer, hidden_test
 
 
 def _flops(B, T, d):
@@ -40,28 +39,11 @@ def flops_other_sizes(ns):
                        "of 2*B*T*T*d), not numbers that fit the self-check's cases")
 
 
-@hidden_test("ex-09-flops", "counted without attention_book.scale")
-def flops_without_scale(ns):
-    attention_flops = answer(ns, "attention_flops")
-    target = scale_module.attention_flops
-    original = target.__code__
-
-    def refuse(*args, **kwargs):
-        raise RuntimeError("attention_book.scale.attention_flops is not allowed in this exercise")
-
-    target.__code__ = refuse.__code__  # catches every alias of the library function
-    try:
-        value = _count(attention_flops, 2, 6, 8, 2)
-    except RuntimeError as err:
-        if "is not allowed in this exercise" in str(err):
-            raise Hint("the exercise asks you to count the FLOPs yourself, without attention_book.scale: "
-                       "add up the four projections and the two T x T products") from None
-        raise
-    finally:
-        target.__code__ = original
-    if not math.isclose(float(value), _flops(2, 6, 8), rel_tol=1e-9):
-        raise Hint(f"for B=2, T=6, d=8, H=2 expected {_flops(2, 6, 8):,} FLOPs, got {value:,}")
-
+@hidden_test("ex-09-flops", "counted without the course package's own cost functions", guard=True)
+def flops_without_package(student, reference):
+    if "attention_book" in student.source:
+        raise Hint("write the count yourself: the answer must not use attention_book's own cost functions")
+    answer(RemoteNamespace(student), "attention_flops")
 
 # ---------------------------------------------------------------- ex-09-kv-step
 
@@ -123,3 +105,31 @@ def kv_large_float64(ns):
             and torch.equal(values, want[2])):
         raise Hint(f"with a cache of {t} tokens and large scores the result differs from softmax(q k^T / "
                    "sqrt(hd)) @ v over the cache followed by the new token")
+
+
+# ---------------------------------------------------------------- ex-09-chunk-mask
+
+
+def _chunk_mask(student, reference, num_new, num_cached):
+    got = student.call("chunk_mask", num_new, num_cached)
+    want = reference.call("chunk_mask", num_new, num_cached)
+    shape = (num_new, num_cached + num_new)
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != shape:
+        found = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+        raise Hint(f"chunk_mask({num_new}, {num_cached}) must have shape {shape}, got {found}")
+    if got.dtype != torch.bool:
+        raise Hint(f"the mask must be boolean (True = hidden), got {got.dtype}")
+    if not torch.equal(got, want):
+        raise Hint(f"chunk_mask({num_new}, {num_cached}) hides the wrong keys: new token i sits at position "
+                   f"num_cached + i, so it sees keys 0 .. num_cached + i (torch.triu(..., diagonal=num_cached + 1))")
+
+
+@hidden_test("ex-09-chunk-mask", "sizes the self-check does not use (1 new token, long caches, no cache)")
+def chunk_other_sizes(student, reference):
+    for num_new, num_cached in ((1, 0), (1, 9), (3, 0), (4, 7), (6, 2)):
+        _chunk_mask(student, reference, num_new, num_cached)
+
+
+@hidden_test("ex-09-chunk-mask", "a chunk longer than the cache")
+def chunk_long(student, reference):
+    _chunk_mask(student, reference, 9, 3)

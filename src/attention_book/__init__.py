@@ -8,21 +8,32 @@ copy-pasting it.
 module                 what it holds
 =====================  =========================================================
 ``utils``              ``get_device``, ``set_seed``
-``data``               the worked examples' inputs (sentences, 6x3 embeddings)
+``validation``         argument checks: TypeError / ValueError naming argument, value, fix
+``functional``         the attention core: ``masked_softmax``, ``scaled_dot_product_attention``
+``data``               the worked examples' inputs (sentences, 6x3 embeddings), toy tokenizer
 ``plotting``           ``heatmap``: one look for every matrix in the book
-``masks``              ``causal_mask``, ``check_context_length``
+``diagram``            the book's two diagrams (the computation, the weight layout)
+``masks``              ``causal_mask``, ``padding_mask``, ``combine_masks``
 ``embedding``          ch. 1: toy vocabulary, token + position embeddings
 ``scores``             ch. 2-3: attention scores, stable softmax, temperature
 ``attention``          ch. 4: ``SelfAttention`` (nn.Linear), ``SelfAttentionParams``
-``multihead``          ch. 5: ``MultiHeadAttention``, ``MultiHeadAttentionWrapper``
-``cross``              ch. 6: ``CrossAttention`` with key padding masks
-``causal``             ch. 7: ``CausalAttention``, masking helpers
+``multihead``          ch. 5: ``MultiHeadAttention`` (self, cross, causal, padding), wrapper
+``cross``              ch. 6: ``CrossAttention`` (one head) with key padding masks
+``causal``             ch. 7: ``CausalAttention`` (one head), the two masking recipes
 ``hello_world``        ch. 8: ``HelloWorldModel`` and its training loop
-``scale``              ch. 9: fused path, KV cache, timing and memory helpers
+``fused``              ch. 9: ``FusedMultiHeadAttention`` (PyTorch's fused kernel)
+``kv_cache``           ch. 9: ``KVCache``, ``CachedMultiHeadAttention``
+``cost``               ch. 9: FLOPs and bytes of attention (exact counts)
+``measure``            ch. 9: time, peak memory, matmul speed on CPU or GPU
+``benchmark``          ch. 9: the implementations side by side, timed
 ``explorers``          interactive anywidget explorers (d_k, heads, mask, playback)
 ``checks``             self-checks the exercises call (friendly verdicts)
 ``instructor``         student release and autograder (``attention-book`` CLI)
 =====================  =========================================================
+
+Imports go one way: a chapter's module imports only from earlier chapters and from the shared
+helpers (``utils``, ``validation``, ``functional``, ``data``, ``plotting``, ``diagram``, ``masks``);
+``tests/test_imports.py`` checks it.
 """
 
 __version__ = "0.1.0"

@@ -32,40 +32,16 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import nn
 
+from . import validation as check
+from .functional import scaled_dot_product_attention
+
 __all__ = ["SelfAttention", "SelfAttentionParams", "copy_weights", "scaled_dot_product"]
 
-
-def _check_size(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be a positive int, got {value!r} ({type(value).__name__})")
-    if value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value}")
-    return value
-
-
-def scaled_dot_product(
-    queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Return ``(context_vectors, attention_weights)`` for already projected inputs.
-
-    Shapes: queries ``(..., T_q, d_k)``, keys ``(..., T_k, d_k)``, values ``(..., T_k, d_v)``;
-    the weights are ``(..., T_q, T_k)`` and the context vectors ``(..., T_q, d_v)``. The scale
-    ``1 / sqrt(d_k)`` is read from ``keys.shape[-1]``, never from a global variable.
-    """
-    if queries.shape[-1] != keys.shape[-1]:
-        raise ValueError(
-            f"queries have size {queries.shape[-1]} but keys have size {keys.shape[-1]} in the last "
-            "dimension; a dot product needs equal sizes: give W_query and W_key the same d_out_kq"
-        )
-    if keys.shape[-2] != values.shape[-2]:
-        raise ValueError(
-            f"{keys.shape[-2]} keys but {values.shape[-2]} values: every key needs exactly one value, "
-            "so compute both from the same tokens"
-        )
-    d_k = keys.shape[-1]
-    scores = queries @ keys.transpose(-2, -1)  # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k)
-    weights = torch.softmax(scores / d_k**0.5, dim=-1)  # each row (one query) sums to 1
-    return weights @ values, weights  # (..., T_q, T_k) @ (..., T_k, d_v) -> (..., T_q, d_v)
+#: Chapter 4's name for the attention core: ``scaled_dot_product(queries, keys, values)`` returns
+#: ``(context_vectors, attention_weights)``; it *is*
+#: :func:`attention_book.functional.scaled_dot_product_attention` (optional ``mask``, ``dropout``
+#: and ``scale`` included). The scale ``1 / sqrt(d_k)`` is read from ``keys.shape[-1]``.
+scaled_dot_product = scaled_dot_product_attention
 
 
 class _SelfAttentionBase(nn.Module):
@@ -73,36 +49,26 @@ class _SelfAttentionBase(nn.Module):
 
     def __init__(self, d_in: int, d_out_kq: int, d_out_v: Optional[int] = None, qkv_bias: bool = False):
         super().__init__()
-        self.d_in = _check_size("d_in", d_in)
-        self.d_out_kq = _check_size("d_out_kq", d_out_kq)
-        self.d_out_v = _check_size("d_out_v", d_out_kq if d_out_v is None else d_out_v)
-        if not isinstance(qkv_bias, bool):
-            raise TypeError(f"qkv_bias must be True or False, got {qkv_bias!r}")
-        self.qkv_bias = qkv_bias
+        self.d_in = check.positive_int("d_in", d_in)
+        self.d_out_kq = check.positive_int("d_out_kq", d_out_kq)
+        self.d_out_v = check.positive_int("d_out_v", d_out_kq if d_out_v is None else d_out_v)
+        self.qkv_bias = check.boolean("qkv_bias", qkv_bias)
 
     def project(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Return ``(queries, keys, values)`` of ``x``; subclasses define how."""
         raise NotImplementedError
 
-    def _check_input(self, x) -> None:
-        name = type(self).__name__
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(
-                f"{name} expects a torch.Tensor of shape (T, {self.d_in}) or (B, T, {self.d_in}), "
-                f"got {type(x).__name__}; convert it with torch.tensor(...)"
-            )
-        if x.ndim not in (2, 3):
-            raise ValueError(
-                f"{name} expects inputs of shape (T, {self.d_in}) or (B, T, {self.d_in}), got a "
-                f"{x.ndim}-D tensor of shape {tuple(x.shape)}"
-                + ("; add a token axis with x.unsqueeze(0)" if x.ndim == 1 else "")
-            )
-        if x.shape[-1] != self.d_in:
-            raise ValueError(
-                f"{name} was built with d_in={self.d_in} but the input's last dimension is "
-                f"{x.shape[-1]} (shape {tuple(x.shape)}); pass embeddings of size {self.d_in} or "
-                f"build {name}(d_in={x.shape[-1]}, ...)"
-            )
+    def check_input(self, x) -> torch.Tensor:
+        """Raise a clear TypeError / ValueError unless ``x`` fits: ``(T, d_in)`` or ``(B, T, d_in)``,
+        floating point, on the device and in the dtype of the module's weights."""
+        shape = f"(T, {self.d_in}) or (B, T, {self.d_in})"
+        check.floating_tensor("x", x, shape)
+        check.ndim("x", x, (2, 3), shape)
+        check.last_dim("x", x, self.d_in, "d_in")
+        weight = next(self.parameters())
+        check.same_dtype("x", x, "the weights", weight)
+        check.same_device("x", x, "the weights", weight)
+        return x
 
     def forward(
         self, x: torch.Tensor, return_weights: bool = False
@@ -112,9 +78,10 @@ class _SelfAttentionBase(nn.Module):
         With ``return_weights=True`` returns ``(context_vectors, attention_weights)``; the
         weights have shape ``(T, T)`` or ``(B, T, T)`` and each row sums to 1.
         """
-        self._check_input(x)
+        self.check_input(x)
+        check.boolean("return_weights", return_weights)
         queries, keys, values = self.project(x)  # (B, T, d_k), (B, T, d_k), (B, T, d_v)
-        context, weights = scaled_dot_product(queries, keys, values)
+        context, weights = scaled_dot_product_attention(queries, keys, values)
         return (context, weights) if return_weights else context
 
     def extra_repr(self) -> str:
@@ -159,8 +126,9 @@ class SelfAttention(_SelfAttentionBase):
         d_in: size of each input embedding (the last dimension of ``x``).
         d_out_kq: size of queries and keys, ``d_k`` (they meet in a dot product, so one size).
         d_out_v: size of values and hence of the context vectors, ``d_v`` (default: ``d_out_kq``).
-        qkv_bias: give the three projections a bias (``nn.Linear``'s default is ``True``; GPT-style
-            models usually leave it out, so the default here is ``False``).
+        qkv_bias: give the three projections a bias. ``False`` by default, as in the source texts;
+            GPT-2 and BERT use QKV biases, Llama and Mistral do not (chapter 2); a key bias adds
+            the same amount to every score of a row, so softmax ignores it (chapter 4's exercise).
 
     Attributes ``W_query``, ``W_key`` (``nn.Linear(d_in, d_out_kq)``) and ``W_value``
     (``nn.Linear(d_in, d_out_v)``); their ``.weight`` has shape ``(d_out, d_in)``.

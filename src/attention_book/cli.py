@@ -1,7 +1,7 @@
 """``attention-book``: the instructor's command line.
 
     attention-book release [--out _build/release]          student notebooks without solutions
-    attention-book grade SUBMISSIONS [--out _build/grades] run and score submitted notebooks
+    attention-book grade SUBMISSIONS --chapter NN [--out _build/grades]  score submitted notebooks
     attention-book exercises [--write-table]                list exercises, points, checks; find problems
 
 Run it from the book's folder (the one holding ``_toc.yml``) or pass ``--root``.
@@ -38,19 +38,18 @@ def points_table(course, hidden=None) -> str:
     from .instructor.course import collect_hidden_tests
 
     hidden = collect_hidden_tests(course.hidden_dir) if hidden is None else hidden
-    lines = ["| exercise | chapter | kind | points | graded by |", "|---|---|---|---:|---|"]
+    lines = ["| exercise | title | kind | points | graded by |", "|---|---|---|---:|---|"]
     for chapter in course.chapters:
         for ex in chapter.exercises:
-            how = []
+            count = len(hidden.get(ex.label, []))
+            graded = f"{count} hidden tests" if count else "no hidden test (0 points)"
             if ex.check_cells:
-                how.append("self-check")
-            if ex.label in hidden:
-                how.append(f"{len(hidden[ex.label])} hidden tests")
+                graded += " (+ a self-check for students)"
             points = course.points.get(ex.label)
-            graded = " + ".join(how) if points else "hand (written answer)"
+            graded = graded if points else "hand (written answer)"
             shown = f"{points:g}" if points is not None else "missing"
             title = ex.title.replace("|", "\\|")
-            lines.append(f"| `{ex.label}` {title} | {chapter.number} | {ex.kind} | {shown} | {graded} |")
+            lines.append(f"| {ex.display()} (`{ex.label}`) | {title} | {ex.kind} | {shown} | {graded} |")
     return "\n".join(lines)
 
 
@@ -86,13 +85,25 @@ def cmd_grade(args) -> int:
     except ImportError as err:  # pragma: no cover
         print(f"grading needs nbclient and ipykernel: pip install 'attention-book[grade]' ({err})", file=sys.stderr)
         return 2
+    from .instructor.sandbox import IsolationError, Limits
+
     course = _course(args)
     options = GradeOptions(timeout=args.timeout, check_timeout=args.check_timeout, jobs=args.jobs,
-                           force=args.force, chapter=args.chapter, keep_executed=not args.no_executed)
-    print(f"Grading {args.submissions} -> {args.out}", file=sys.stderr)
-    report = grade_folder(course, args.submissions, args.out, options)
+                           force=args.force, chapter=args.chapter, keep_executed=not args.no_executed,
+                           unsafe=args.unsafe, limits=Limits(memory_mb=args.memory_mb))
+    if args.unsafe:
+        print("WARNING: --unsafe: the submissions run WITHOUT isolation (they can read your files and "
+              "environment); use it only for notebooks you trust", file=sys.stderr)
+    print(f"Grading {args.submissions} as {args.chapter} -> {args.out}", file=sys.stderr)
+    try:
+        report = grade_folder(course, args.submissions, args.out, options)
+    except IsolationError as err:
+        print(f"attention-book grade: {err}", file=sys.stderr)
+        return 3
     print(f"{len(report.students)} submissions ({len(report.graded)} graded, {len(report.skipped)} "
-          f"already graded) in {report.seconds:.1f} s")
+          f"already graded) in {report.seconds:.1f} s (reference run {report.reference_seconds:.1f} s)")
+    for name, why in report.skipped_files:
+        print(f"  not graded: {name!r}: {why}")
     print(f"  {report.csv_path}\n  {report.summary_path}")
     if report.modified:
         print(f"WARNING: these submission files changed while grading: {report.modified}", file=sys.stderr)
@@ -134,10 +145,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     grade.add_argument("submissions", type=Path, help="folder with one notebook per student (name = student)")
     grade.add_argument("--out", type=Path, default=Path("_build/grades"))
     grade.add_argument("--timeout", type=float, default=120.0, help="seconds per notebook (default 120)")
-    grade.add_argument("--check-timeout", type=float, default=60.0, help="seconds per exercise check (default 60)")
+    grade.add_argument("--check-timeout", type=float, default=30.0,
+                       help="seconds per call of a hidden test (default 30)")
+    grade.add_argument("--unsafe", action="store_true",
+                       help="run without isolation when bubblewrap is missing or not permitted (trusted notebooks only)")
+    grade.add_argument("--memory-mb", type=int, default=6144, help="address-space limit per kernel (default 6144)")
     grade.add_argument("--jobs", type=int, default=1, help="submissions run in parallel (default 1)")
     grade.add_argument("--force", action="store_true", help="regrade students that already have a record")
-    grade.add_argument("--chapter", default=None, help="grade every submission as this chapter (e.g. 01)")
+    grade.add_argument("--chapter", required=True,
+                       help="the assignment's chapter (e.g. 03): other chapters' notebooks score 0")
     grade.add_argument("--no-executed", action="store_true", help="do not keep executed copies")
     grade.set_defaults(run=cmd_grade)
 

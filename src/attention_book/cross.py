@@ -18,8 +18,8 @@ With ``context = x`` (and ``d_context = d_in``) this is exactly self-attention.
 Padding. A batch of context sequences of different lengths is padded to a common length; the
 ``key_padding_mask`` (``True`` = padding, as in :class:`torch.nn.MultiheadAttention`) hides those
 keys from every query. If *every* key of a sequence is padding, the softmax of a row of ``-inf``
-would be ``0 / 0 = NaN``. This module gives such a query all-zero weights and therefore an all-zero
-output (the same choice as :func:`torch.nn.functional.scaled_dot_product_attention`), without ever
+would be ``0 / 0 = NaN``. The attention core (:mod:`attention_book.functional`, which this
+module calls) gives such a query all-zero weights and therefore an all-zero output, without ever
 producing a NaN in the forward or the backward pass.
 """
 
@@ -30,6 +30,10 @@ from typing import Optional, Tuple, Union
 import torch
 import torch.nn as nn
 
+from . import validation as check
+from .functional import masked_softmax, scaled_dot_product_attention
+from .masks import padding_mask
+
 __all__ = ["CrossAttention", "padded_softmax"]
 
 
@@ -37,18 +41,18 @@ def padded_softmax(scores: torch.Tensor, key_padding_mask: Optional[torch.Tensor
     """Softmax over the last axis (the keys) that skips padded keys and never returns NaN.
 
     ``scores`` has shape ``(..., T_q, T_kv)``; ``key_padding_mask`` is ``None`` or a bool tensor
-    that broadcasts to ``(..., 1, T_kv)`` (``True`` = padding, gets weight 0). A row whose keys are
-    all padding comes out as all zeros instead of NaN: its scores are left unmasked for the
-    softmax (so nothing is computed from ``-inf`` alone) and the result is zeroed afterwards.
+    that broadcasts to ``(..., T_kv)`` (``True`` = padding, gets weight 0). A row whose keys are
+    all padding comes out as all zeros instead of NaN. This is the chapter's name for the core's
+    :func:`attention_book.functional.masked_softmax` with the padding mask spread over the
+    queries: ``masked_softmax(scores, key_padding_mask.unsqueeze(-2))``.
     """
+    check.floating_tensor("scores", scores, "(..., T_q, T_kv)")
     if key_padding_mask is None:
-        return torch.softmax(scores, dim=-1)
-    # (..., 1, T_kv): one mask row shared by every query of the sequence
-    mask = key_padding_mask.unsqueeze(-2)
-    fully_masked = mask.all(dim=-1, keepdim=True)  # (..., 1, 1)
-    scores = scores.masked_fill(mask & ~fully_masked, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    return weights.masked_fill(fully_masked, 0.0)
+        return masked_softmax(scores)
+    check.ndim("scores", scores, tuple(range(2, 9)), "(..., T_q, T_kv)")
+    check.bool_mask("key_padding_mask", key_padding_mask, scores.shape[:-2] + scores.shape[-1:],
+                    meaning="True = padding")
+    return masked_softmax(scores, padding_mask(key_padding_mask))  # (..., 1, T_kv): every query
 
 
 class CrossAttention(nn.Module):
@@ -82,67 +86,34 @@ class CrossAttention(nn.Module):
         d_context: Optional[int] = None,
     ) -> None:
         super().__init__()
-        d_context = d_in if d_context is None else d_context
-        for name, value in (("d_in", d_in), ("d_out_kq", d_out_kq), ("d_out_v", d_out_v), ("d_context", d_context)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
-            if value < 1:
-                raise ValueError(f"{name} must be a positive size, got {value}")
-        self.d_in = d_in
-        self.d_context = d_context
-        self.d_out_kq = d_out_kq
-        self.d_out_v = d_out_v
-        self.W_query = nn.Linear(d_in, d_out_kq, bias=qkv_bias)
-        self.W_key = nn.Linear(d_context, d_out_kq, bias=qkv_bias)
-        self.W_value = nn.Linear(d_context, d_out_v, bias=qkv_bias)
+        self.d_in = check.positive_int("d_in", d_in)
+        self.d_out_kq = check.positive_int("d_out_kq", d_out_kq)
+        self.d_out_v = check.positive_int("d_out_v", d_out_v)
+        qkv_bias = check.boolean("qkv_bias", qkv_bias)
+        self.d_context = self.d_in if d_context is None else check.positive_int("d_context", d_context)
+        self.W_query = nn.Linear(self.d_in, d_out_kq, bias=qkv_bias)
+        self.W_key = nn.Linear(self.d_context, d_out_kq, bias=qkv_bias)
+        self.W_value = nn.Linear(self.d_context, d_out_v, bias=qkv_bias)
 
     def extra_repr(self) -> str:
         return f"d_in={self.d_in}, d_context={self.d_context}, d_out_kq={self.d_out_kq}, d_out_v={self.d_out_v}"
 
-    def _check_inputs(self, x, context, key_padding_mask) -> None:
-        for name, tensor in (("x", x), ("context", context)):
-            if not isinstance(tensor, torch.Tensor):
-                raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
-            if tensor.ndim not in (2, 3):
-                raise ValueError(
-                    f"{name} must have shape (T, C) or (B, T, C), got {tuple(tensor.shape)}"
-                )
-        if x.ndim != context.ndim:
-            raise ValueError(
-                f"x has shape {tuple(x.shape)} but context has shape {tuple(context.shape)}: pass both "
-                "with a batch axis (B, T, C) or both without one (T, C)"
-            )
-        if x.ndim == 3 and x.shape[0] != context.shape[0]:
-            raise ValueError(
-                f"x holds {x.shape[0]} sequences but context holds {context.shape[0]}: each query "
-                "sequence needs its own context sequence (repeat the context with "
-                "context.expand(B, -1, -1) if it is shared)"
-            )
+    def check_inputs(self, x, context, key_padding_mask=None) -> None:
+        """Raise a clear TypeError / ValueError unless ``x``, ``context`` and the mask fit the module."""
+        shape = f"(T_q, {self.d_in}) or (B, T_q, {self.d_in})"
+        check.floating_tensor("x", x, shape)
+        check.ndim("x", x, (2, 3), shape)
         if x.shape[-1] != self.d_in:
             raise ValueError(
                 f"x has embedding size {x.shape[-1]} but this CrossAttention was built with "
                 f"d_in={self.d_in}: create it with d_in={x.shape[-1]} (the queries' input size)"
             )
-        if context.shape[-1] != self.d_context:
-            raise ValueError(
-                f"context has embedding size {context.shape[-1]} but this CrossAttention was built "
-                f"with d_context={self.d_context}: create it with d_context={context.shape[-1]} "
-                "(the keys' and values' input size)"
-            )
-        if key_padding_mask is None:
-            return
-        if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dtype != torch.bool:
-            kind = key_padding_mask.dtype if isinstance(key_padding_mask, torch.Tensor) else type(key_padding_mask).__name__
-            raise TypeError(
-                f"key_padding_mask must be a bool tensor (True = padding), got {kind}; "
-                "build it with e.g. token_ids == pad_id"
-            )
-        expected = tuple(context.shape[:-1])  # (B, T_kv) or (T_kv,)
-        if tuple(key_padding_mask.shape) != expected:
-            raise ValueError(
-                f"key_padding_mask has shape {tuple(key_padding_mask.shape)} but context has shape "
-                f"{tuple(context.shape)}: the mask needs one entry per context token, shape {expected}"
-            )
+        check.same_dtype("x", x, "the weights", self.W_query.weight)
+        check.same_device("x", x, "the weights", self.W_query.weight)
+        check.floating_tensor("context", context, f"(T_kv, {self.d_context}) or (B, T_kv, {self.d_context})")
+        check.ndim("context", context, (2, 3), "(T, C) or (B, T, C)")
+        check.context_tensor("context", context, x, self.d_context, "d_context")
+        check.optional(check.key_padding_mask, "key_padding_mask", key_padding_mask, context)
 
     def forward(
         self,
@@ -164,15 +135,12 @@ class CrossAttention(nn.Module):
         Returns:
             The context vectors ``(..., T_q, d_out_v)``, and the weights if ``return_weights``.
         """
-        self._check_inputs(x, context, key_padding_mask)
+        self.check_inputs(x, context, key_padding_mask)
+        check.boolean("return_weights", return_weights)
         queries = self.W_query(x)  # (B, T_q, d_out_kq)
         keys = self.W_key(context)  # (B, T_kv, d_out_kq)
         values = self.W_value(context)  # (B, T_kv, d_out_v)
-        # (B, T_q, d_out_kq) @ (B, d_out_kq, T_kv) -> (B, T_q, T_kv): one row per query token
-        scores = queries @ keys.transpose(-2, -1)
-        scores = scores / keys.shape[-1] ** 0.5  # scale by sqrt(d_k) of *these* keys
-        weights = padded_softmax(scores, key_padding_mask)  # each row sums to 1 (or is all 0)
-        context_vectors = weights @ values  # (B, T_q, T_kv) @ (B, T_kv, d_out_v) -> (B, T_q, d_out_v)
-        if return_weights:
-            return context_vectors, weights
-        return context_vectors
+        mask = None if key_padding_mask is None else padding_mask(key_padding_mask)  # (B, 1, T_kv)
+        # (B, T_q, d_out_kq) @ (B, d_out_kq, T_kv) -> (B, T_q, T_kv), scaled by sqrt(d_out_kq), masked
+        context_vectors, weights = scaled_dot_product_attention(queries, keys, values, mask=mask)
+        return (context_vectors, weights) if return_weights else context_vectors

@@ -16,9 +16,10 @@ Everything follows the row-vector convention of the course: one token per row, s
 
 from __future__ import annotations
 
-import math
-
 import torch
+
+from . import validation as check
+from .functional import masked_softmax, scale_scores
 
 __all__ = [
     "attention_scores",
@@ -30,29 +31,9 @@ __all__ = [
 ]
 
 
-def _require_tensor(value, name: str) -> torch.Tensor:
-    if not isinstance(value, torch.Tensor):
-        raise TypeError(
-            f"{name} must be a torch.Tensor, got {type(value).__name__}; "
-            f"wrap it with torch.tensor(...) first"
-        )
-    if not value.is_floating_point():
-        raise TypeError(
-            f"{name} must hold floating-point numbers, got dtype {value.dtype}; "
-            f"convert it with {name}.float()"
-        )
-    return value
-
-
-def _check_dim(scores: torch.Tensor, dim: int) -> int:
-    if scores.ndim == 0:
-        raise ValueError("scores is a single number (0-d tensor); pass at least a 1-D row of scores")
-    if not -scores.ndim <= dim < scores.ndim:
-        raise ValueError(
-            f"dim={dim} is out of range for scores of shape {tuple(scores.shape)}; "
-            f"use dim=-1 to normalise each row (one row per query)"
-        )
-    return dim
+def _check_scores(scores, dim: int, name: str = "scores") -> None:
+    check.floating_tensor(name, scores)
+    check.dim_of(name, scores, dim)
 
 
 def attention_scores(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
@@ -71,8 +52,8 @@ def attention_scores(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         TypeError: an argument is not a floating-point tensor.
         ValueError: the queries and keys do not have the same last dimension ``d_k``.
     """
-    _require_tensor(queries, "queries")
-    _require_tensor(keys, "keys")
+    check.floating_tensor("queries", queries, "(T_q, d_k)")
+    check.floating_tensor("keys", keys, "(T_k, d_k)")
     if keys.ndim < 2:
         raise ValueError(
             f"keys must have one key per row, shape (T_k, d_k); got shape {tuple(keys.shape)}. "
@@ -95,8 +76,7 @@ def sum_normalize(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
     Only meaningful when every score is positive: a negative score becomes a negative "weight",
     and a sum near zero blows the weights up. Chapter 3 shows this and replaces it by softmax.
     """
-    _require_tensor(scores, "scores")
-    dim = _check_dim(scores, dim)
+    _check_scores(scores, dim)
     return scores / scores.sum(dim=dim, keepdim=True)
 
 
@@ -106,8 +86,7 @@ def naive_softmax(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
     Correct for small scores, but ``exp`` overflows to ``inf`` in float32 once a score exceeds
     about 88.7, and ``inf / inf`` is ``nan``. Use :func:`stable_softmax` in real code.
     """
-    _require_tensor(scores, "scores")
-    dim = _check_dim(scores, dim)
+    _check_scores(scores, dim)
     exponentials = torch.exp(scores)
     return exponentials / exponentials.sum(dim=dim, keepdim=True)
 
@@ -126,28 +105,25 @@ def stable_softmax(scores: torch.Tensor, dim: int = -1, temperature: float = 1.0
 
     Returns:
         A tensor of the same shape whose slices along ``dim`` are non-negative and sum to 1.
-        A slice whose scores are all ``-inf`` has nothing to normalise and comes out as ``nan``,
-        as with :func:`torch.softmax`.
+        A slice whose scores are all ``-inf`` has nothing to attend to: it comes out as zeros,
+        with zero gradients, the rule of :func:`attention_book.functional.masked_softmax` for a
+        fully masked row (:func:`torch.softmax` would give ``nan``). ``tests/test_scores.py``
+        checks that this function equals ``masked_softmax(scores / temperature, scores == -inf)``.
 
     Raises:
-        TypeError: ``scores`` is not a floating-point tensor.
+        TypeError: ``scores`` is not a floating-point tensor, ``temperature`` not a number.
         ValueError: ``temperature <= 0`` or ``dim`` out of range.
     """
-    _require_tensor(scores, "scores")
-    dim = _check_dim(scores, dim)
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-        raise TypeError(f"temperature must be a positive number, got {type(temperature).__name__}")
-    if not temperature > 0 or math.isinf(temperature):
-        raise ValueError(
-            f"temperature must be a finite number > 0, got {temperature}; use a small value such "
-            f"as 0.1 for nearly one-hot weights and a large one such as 10 for nearly uniform weights"
-        )
+    _check_scores(scores, dim)
+    temperature = check.positive_number("temperature", temperature)  # e.g. 0.1 sharp, 10 flat
     scaled = scores / temperature
     row_max = scaled.amax(dim=dim, keepdim=True)
     # An all -inf slice has max -inf; shifting by 0 there avoids (-inf) - (-inf) = nan in the exponent.
     row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max)).detach()
     exponentials = torch.exp(scaled - row_max)  # every exponent <= 0: values in [0, 1]
-    return exponentials / exponentials.sum(dim=dim, keepdim=True)
+    total = exponentials.sum(dim=dim, keepdim=True)  # >= 1 unless the slice is all -inf (then 0)
+    # An all -inf slice: 0 / 1 = 0 instead of 0 / 0 = nan (the core's rule for fully masked rows).
+    return exponentials / torch.where(total > 0, total, torch.ones_like(total))
 
 
 def scaled_attention_weights(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
@@ -163,19 +139,20 @@ def scaled_attention_weights(queries: torch.Tensor, keys: torch.Tensor) -> torch
         ``(T_q, T_k)`` weights (``(T_k,)`` for a single query); every row is non-negative and sums to 1.
     """
     scores = attention_scores(queries, keys)  # (..., T_q, T_k); checks the shapes
-    d_k = keys.shape[-1]
-    return stable_softmax(scores / math.sqrt(d_k), dim=-1)
+    return masked_softmax(scale_scores(scores, d_k=keys.shape[-1]))  # the core's scale and softmax
 
 
 def attention_entropy(weights: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Entropy (in nats) of each distribution of attention weights along ``dim``.
 
     ``0`` means all weight on one key (saturated); ``log(T_k)`` means uniform weights.
-    Zero weights contribute nothing (``0 * log 0`` is taken as 0).
+    Zero weights (masked keys) contribute nothing (``0 * log 0`` is taken as 0), in the value
+    *and* in the gradient: the logarithm is taken of 1 where a weight is 0, so no
+    ``0 * log(0) = 0 * (-inf) = nan`` reaches the gradient of masked scores (a ``torch.where``
+    after the product, or ``torch.xlogy(w, w)``, still sends NaN backwards).
     """
-    _require_tensor(weights, "weights")
-    dim = _check_dim(weights, dim)
+    _check_scores(weights, dim, name="weights")
     if (weights < 0).any():
-        raise ValueError("attention weights must be non-negative; pass the output of a softmax")
-    terms = torch.where(weights > 0, weights * torch.log(weights), torch.zeros_like(weights))
-    return -terms.sum(dim=dim)
+        raise ValueError("weights must be non-negative (attention weights); pass the output of a softmax")
+    safe = torch.where(weights > 0, weights, torch.ones_like(weights))  # log(1) = 0 where w = 0
+    return -(weights * torch.log(safe)).sum(dim=dim)  # -sum w log w

@@ -4,4 +4,16 @@ Every check returns a :class:`~attention_book.checks.core.Verdict` that prints w
 what failed and a hint. See :mod:`attention_book.checks.core` for how to write one.
 """
 
-from .core import HISTORY, REGISTRY, Hint, Verdict, history_as_dict, register  # noqa: F401
+from .core import (  # noqa: F401
+    HISTORY,
+    REGISTRY,
+    Guard,
+    Hint,
+    Verdict,
+    answer_source,
+    calls,
+    history_as_dict,
+    package_use,
+    register,
+)
+from .numbering import exercise_name, exercise_number  # noqa: F401

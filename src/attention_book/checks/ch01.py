@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
+import ast
+
 import torch
 
-from .core import Hint, close, register
+from .core import Guard, Hint, answer_source, calls, close, register
+
+LOOKUP_NAMES = ["torch.nn.Embedding", "nn.Embedding", "Embedding", "torch.nn.functional.embedding",
+                "F.embedding", "embedding", "index_select", "torch.index_select", "gather",
+                "take", "torch.take"]
+
+
+def _indexes_argument(fn, position: int) -> bool:
+    """Whether the answer's code indexes its ``position``-th argument (``weight[ids]``)."""
+    tree = ast.parse(answer_source(fn))
+    function = next((node for node in ast.walk(tree)
+                     if isinstance(node, (ast.FunctionDef, ast.Lambda))), None)
+    if function is None or len(function.args.args) <= position:
+        return False
+    name = function.args.args[position].arg
+    return any(isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+               and node.value.id == name for node in ast.walk(function))
 
 
 @register("ex-01-one-hot", "Embedding as a matrix product")
@@ -21,7 +39,8 @@ def one_hot_embedding(embed_by_matrix_product):
             if "cannot be multiplied" in str(error):
                 raise Hint(
                     f"shapes do not fit for the product ({error}); one-hot rows need "
-                    "num_classes=weight.shape[0] (the vocabulary size), not the largest id + 1"
+                    "num_classes=weight.shape[0] (the vocabulary size): not the largest id + 1, "
+                    "not weight.shape[1], and do not hard-code the vocabulary size"
                 ) from None
             if "same dtype" in str(error):
                 raise Hint(
@@ -42,6 +61,8 @@ def one_hot_embedding(embed_by_matrix_product):
                 "one-hot rows need num_classes=weight.shape[0] (the vocabulary size)"
             )
         if not close(result, expected):
+            if bool((result == 0).all()):
+                raise Hint("every entry is 0: multiply one-hot rows of the ids with the weight")
             raise Hint("the shape is right but the values differ from weight[token_ids]: "
                        "is each one-hot row 1 at the token's id?")
 
@@ -58,20 +79,37 @@ def one_hot_embedding(embed_by_matrix_product):
             raise Hint("wrong values for ids [0, 1]")
 
     def keeps_weight_dtype():
-        weight64 = weight.double()
-        result = call(token_ids, weight64)
+        # another vocabulary size too: catches a hard-coded num_classes
+        weight64 = torch.randn(7, 5, generator=torch.Generator().manual_seed(1)).double()
+        ids = torch.tensor([6, 2, 2, 0])
+        result = call(ids, weight64)
+        if result.shape != (4, 5):
+            raise Hint(
+                f"with a (7, 5) weight and 4 ids the result must be (4, 5), got "
+                f"{tuple(result.shape)}: do not hard-code the vocabulary size, use weight.shape[0]"
+            )
         if result.dtype != torch.float64:
             raise Hint(
                 f"with a float64 weight the result is {result.dtype}: convert the one-hot rows "
                 "with .to(weight.dtype) rather than .float()"
             )
-        if not close(result, expected.double()):
-            raise Hint("wrong values with a float64 weight")
+        if not close(result, weight64[ids]):
+            raise Hint("wrong values with a (7, 5) float64 weight")
+
+    def by_matrix_product():
+        used = calls(embed_by_matrix_product, LOOKUP_NAMES)
+        if used or _indexes_argument(embed_by_matrix_product, 1):
+            what = ", ".join(used) if used else "weight[...]"
+            raise Hint(
+                f"your code looks the rows up directly ({what}); the exercise is to get them "
+                "by a matrix product: one_hot(token_ids, num_classes=weight.shape[0]) @ weight"
+            )
 
     return [
         ("same result as nn.Embedding", matches_lookup),
         ("vocabulary size taken from the weight", unused_ids_do_not_matter),
-        ("keeps the weight's dtype", keeps_weight_dtype),
+        ("another vocabulary size and the weight's dtype", keeps_weight_dtype),
+        Guard("a matrix product, not a lookup", by_matrix_product),
     ]
 
 
@@ -85,7 +123,7 @@ def positions(add_positions):
     expected = token_embeddings + position_embedding.weight[:num_tokens]
 
     def shape():
-        result = add_positions(token_embeddings, position_embedding)
+        result = add_positions(token_embeddings.clone(), position_embedding)
         if not isinstance(result, torch.Tensor):
             raise Hint(f"return a tensor, got {type(result).__name__}")
         if result.shape[-1] == 2 * channels:
@@ -94,7 +132,19 @@ def positions(add_positions):
             raise Hint(f"expected shape (B, T, C) = {tuple(expected.shape)}, got {tuple(result.shape)}")
 
     def values():
-        result = add_positions(token_embeddings, position_embedding)
+        try:
+            result = add_positions(token_embeddings.clone(), position_embedding)
+        except RuntimeError as error:
+            if "must match the size" in str(error):
+                raise Hint(
+                    "you added the whole position table (context_length = 8 rows) to 5 tokens: "
+                    "take the vectors of positions 0 .. T-1 only, position_embedding(torch.arange(T))"
+                ) from None
+            raise
+        if not isinstance(result, torch.Tensor):
+            raise Hint(f"return a tensor, got {type(result).__name__}")
+        if result.shape == expected.shape and bool((result == 0).all()):
+            raise Hint("every entry is 0: return token_embeddings + the position vectors")
         if close(result, position_embedding.weight[:num_tokens].expand_as(result)):
             raise Hint("only the position vectors are returned; add the token embeddings too")
         if close(result, token_embeddings):
@@ -109,7 +159,7 @@ def positions(add_positions):
             raise Hint("values differ from token_embeddings + position_embedding(torch.arange(T))")
 
     def other_length():
-        short = token_embeddings[:, :2]
+        short = token_embeddings[:, :2].clone()
         try:
             result = add_positions(short, position_embedding)
         except RuntimeError as error:
@@ -117,8 +167,129 @@ def positions(add_positions):
         if not close(result, short + position_embedding.weight[:2]):
             raise Hint("for a sequence of 2 tokens use positions 0 and 1: read T from the input shape")
 
+    def input_unchanged():
+        mine = token_embeddings.clone()
+        add_positions(mine, position_embedding)
+        if not torch.equal(mine, token_embeddings):
+            raise Hint(
+                "your function changed token_embeddings in place (e.g. `token_embeddings += ...`): "
+                "the caller's tensor is overwritten; return token_embeddings + positions instead"
+            )
+
     return [
-        ("keeps the (B, T, C) shape", shape),
+        Guard("keeps the (B, T, C) shape", shape),
         ("token + position for every sequence", values),
         ("T read from the input", other_length),
+        Guard("token_embeddings left unchanged", input_unchanged),
+    ]
+
+
+# --------------------------------------------------------------------------------------------------
+# ex-01-which-token: undo token + position
+# --------------------------------------------------------------------------------------------------
+
+
+def _tables(vocab_size: int, width: int, context_length: int, seed: int):
+    """A token and a position table; one token row is much longer than the rest."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):  # nn.Embedding draws from the reader's RNG
+        tokens = torch.nn.Embedding(vocab_size, width)
+        positions = torch.nn.Embedding(context_length, width)
+    with torch.no_grad():
+        tokens.weight.copy_(torch.randn(vocab_size, width, generator=generator))
+        tokens.weight[7] *= 6.0  # a long vector: wins many dot products, few distances
+        positions.weight.copy_(3.0 * torch.randn(context_length, width, generator=generator))
+    return tokens, positions
+
+
+def _as_id(result) -> int:
+    if isinstance(result, torch.Tensor):
+        if result.numel() != 1:
+            raise Hint(
+                f"return the token id (one integer), not a tensor of shape {tuple(result.shape)}"
+            )
+        result = result.item()
+    if isinstance(result, bool) or not isinstance(result, int):
+        raise Hint(f"return the token id as an int, got {type(result).__name__} {result!r}")
+    return result
+
+
+def _which_token_test(which_token, vocab_size: int, width: int, seed: int):
+    def test():
+        tokens, positions = _tables(vocab_size, width, 10, seed)
+        generator = torch.Generator().manual_seed(seed + 1)
+        ids = torch.randint(0, vocab_size, (12,), generator=generator)
+        places = torch.randint(0, 9, (12,), generator=generator)  # position + 1 exists
+        with torch.no_grad():
+            table, where = tokens.weight.clone(), positions.weight.clone()
+        cases = list(zip(ids.tolist(), places.tolist()))
+        inputs = [(table[token_id] + where[place]).clone() for token_id, place in cases]
+        got = [_as_id(which_token(x.clone(), place, tokens, positions))
+               for x, (_, place) in zip(inputs, cases)]
+        if got == ids.tolist():
+            return
+
+        def nearest(vector):
+            return int((table - vector).norm(dim=-1).argmin())
+
+        shifted = [place + 1 for _, place in cases]
+        mistakes = [
+            ([nearest(x) for x in inputs],
+             "subtract the position vector first: x = token vector + position vector"),
+            ([nearest(x + where[p]) for x, (_, p) in zip(inputs, cases)],
+             "you added the position vector again; subtract it: x - position vector"),
+            ([nearest(x - where[q]) for x, q in zip(inputs, shifted)],
+             "you used the vector of position + 1: positions count from 0"),
+            ([int((table @ (x - where[p])).argmax()) for x, (_, p) in zip(inputs, cases)],
+             "the largest dot product picks long vectors, not the matching one (chapter 2): "
+             "find the token row closest to x - position vector (smallest distance)"),
+            ([int((table - (x - where[p])).norm(dim=-1).argmax()) for x, (_, p) in zip(inputs, cases)],
+             "you took the largest distance; the matching token has the smallest (argmin)"),
+        ]
+        for predicted, hint in mistakes:
+            if got == predicted:
+                raise Hint(hint)
+        wrong = next(i for i in range(len(cases)) if got[i] != cases[i][0])
+        raise Hint(
+            f"for token {cases[wrong][0]} at position {cases[wrong][1]} you returned {got[wrong]}: "
+            "subtract the position's vector and find the token row at the smallest distance"
+        )
+
+    return test
+
+
+@register("ex-01-which-token", "Which token is this?")
+def which_token(which_token_fn):
+    """Check ``which_token_fn(input_vector, position, token_embedding, position_embedding)`` -> id."""
+
+    def returns_an_int():
+        tokens, positions = _tables(20, 4, 10, seed=5)
+        with torch.no_grad():
+            x = tokens.weight[3] + positions.weight[2]
+        _as_id(which_token_fn(x.clone(), 2, tokens, positions))
+
+    def tables_unchanged():
+        tokens, positions = _tables(20, 4, 10, seed=6)
+        before = (tokens.weight.detach().clone(), positions.weight.detach().clone())
+        with torch.no_grad():
+            x = tokens.weight[3] + positions.weight[2]
+        which_token_fn(x.clone(), 2, tokens, positions)
+        if not (torch.equal(tokens.weight, before[0]) and torch.equal(positions.weight, before[1])):
+            raise Hint("your function changed an embedding table; read the tables, do not write them")
+
+    def other_sizes():
+        try:
+            _which_token_test(which_token_fn, 37, 6, seed=12)()
+        except IndexError as error:
+            raise Hint(
+                f"an index ran past the end ({error}): read the vocabulary size from "
+                "token_embedding.weight.shape[0] instead of a fixed number, and use the "
+                "position as given (positions count from 0)"
+            ) from None
+
+    return [
+        Guard("returns one token id (an int)", returns_an_int),
+        ("recovers the id of 12 tokens at random positions", _which_token_test(which_token_fn, 50, 8, seed=10)),
+        ("another vocabulary size and width", other_sizes),
+        Guard("the embedding tables stay unchanged", tables_unchanged),
     ]

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import ast
+
 import torch
 
 from ..data import journey_inputs
-from .core import Hint, close, register
+from .core import Guard, Hint, answer_source, close, register
 
-__all__ = ["score_loop", "projected_scores"]
+__all__ = ["score_loop", "projected_scores", "point_at"]
+
+
+def _loop_depth(fn) -> int:
+    """The deepest nesting of for-loops (comprehension clauses count) in the answer's code."""
+    tree = ast.parse(answer_source(fn))
+
+    def depth(node, level=0):
+        here = level + (1 if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) else 0)
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            here = level + len(node.generators)
+        return max([here] + [depth(child, here) for child in ast.iter_child_nodes(node)])
+
+    return depth(tree)
 
 
 def _random(*shape, seed: int) -> torch.Tensor:
@@ -33,8 +48,24 @@ def score_loop(scores_by_loop):
     keys = _random(5, 4, seed=1)  # (T_k=5, d_k=4)
     expected = queries @ keys.T  # (3, 5)
 
+    def call(q, k):
+        try:
+            return _as_tensor(scores_by_loop(q, k), "scores_by_loop")
+        except RuntimeError as err:
+            if any(text in str(err) for text in ("cannot be converted to Scalar", "expanded size", "number of sizes provided")):
+                raise Hint(
+                    "each entry must be one number: sum the products, torch.dot(queries[i], keys[j]) "
+                    "(queries[i] * keys[j] alone is a vector)"
+                ) from None
+            raise
+        except IndexError as err:
+            raise Hint(
+                f"an index ran past the end ({err}): loop i over the queries (queries.shape[0]) "
+                "and j over the keys (keys.shape[0]), and use keys[j], not queries[j]"
+            ) from None
+
     def shape():
-        out = _as_tensor(scores_by_loop(queries, keys), "scores_by_loop")
+        out = call(queries, keys)
         if tuple(out.shape) == (5, 3):
             raise Hint(
                 "your result has shape (5, 3) = (keys, queries): it is transposed. Row i belongs "
@@ -47,11 +78,18 @@ def score_loop(scores_by_loop):
             )
 
     def values():
-        out = _as_tensor(scores_by_loop(queries, keys), "scores_by_loop")
+        out = call(queries, keys)
         if close(out, expected, atol=1e-4):
             return
+        if out.shape == expected.shape and close(out[:, :3], expected[:, :3], atol=1e-4):
+            raise Hint(
+                "only the first 3 columns are right: loop j over all the keys, "
+                "range(keys.shape[0]), not over the queries"
+            )
         square_q, square_k = _random(4, 4, seed=2), _random(4, 4, seed=3)
-        square = _as_tensor(scores_by_loop(square_q, square_k), "scores_by_loop")
+        square = call(square_q, square_k)
+        if close(square, square_q @ square_q.T, atol=1e-4):
+            raise Hint("you took dot products of two queries: the second vector is keys[j]")
         if close(square, (square_q @ square_k.T).T, atol=1e-4):
             raise Hint("your matrix is transposed: out[i, j] must be queries[i] . keys[j], not keys[i] . queries[j]")
         if close(out, torch.zeros_like(expected), atol=1e-6):
@@ -60,14 +98,27 @@ def score_loop(scores_by_loop):
 
     def journey():
         _, inputs = journey_inputs()
-        out = _as_tensor(scores_by_loop(inputs, inputs), "scores_by_loop")
+        out = call(inputs, inputs)
+        if tuple(out.shape) != (6, 6):
+            raise Hint(
+                f"6 tokens must give a (6, 6) matrix, got {tuple(out.shape)}: do not hard-code "
+                "the sizes, read them from queries.shape[0] and keys.shape[0]"
+            )
         if not close(out, inputs @ inputs.T, atol=1e-4):
             raise Hint("on the journey inputs the result should equal inputs @ inputs.T (row 2 starts 0.9544, 1.4950)")
 
+    def two_loops():
+        if _loop_depth(scores_by_loop) < 2:
+            raise Hint(
+                "the exercise asks for two loops, one over the queries and one inside it over the "
+                "keys, with torch.dot for each entry (the matrix product comes next in the chapter)"
+            )
+
     return [
-        ("one row per query, one column per key", shape),
+        Guard("one row per query, one column per key", shape),
         ("out[i, j] = queries[i] . keys[j]", values),
         ("matches inputs @ inputs.T on the journey example", journey),
+        Guard("computed with two loops", two_loops),
     ]
 
 
@@ -103,6 +154,8 @@ def projected_scores(scores_fn):
         out = call(inputs, W_query, W_key)
         if close(out, expected, atol=1e-4):
             return
+        if bool((out == 0).all()):
+            raise Hint("every score is 0: compute (inputs @ W_query) @ (inputs @ W_key).T")
         if close(out, expected.T, atol=1e-4):
             raise Hint(
                 "your matrix is transposed (keys @ queries.T): row i must hold query i's scores, "
@@ -137,8 +190,92 @@ def projected_scores(scores_fn):
             )
 
     return [
-        ("(T, T) scores", shape),
+        Guard("(T, T) scores", shape),
         ("omega = (x W_q)(x W_k)^T", values),
         ("works for any d_in and d_k", other_widths),
-        ("gradients reach W_query", differentiable),
+        Guard("gradients reach W_query", differentiable),
+    ]
+
+
+# --------------------------------------------------------------------------------------------------
+# ex-02-point-at: choose W_query and W_key so that every query's highest score is at one key
+# --------------------------------------------------------------------------------------------------
+
+POINT_TARGETS = (0, 4, 5)  # "Your", "one", "step": each reaches furthest in some direction
+MARGIN = 0.1
+
+
+def _pair(fn, target):
+    out = fn(target)
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise Hint(f"return a pair (W_query, W_key), got {type(out).__name__}")
+    for name, matrix in zip(("W_query", "W_key"), out):
+        if not isinstance(matrix, torch.Tensor):
+            raise Hint(f"{name} must be a torch.Tensor, got {type(matrix).__name__}")
+        if matrix.ndim != 2 or matrix.shape[0] != 3:
+            raise Hint(
+                f"{name} has shape {tuple(matrix.shape)}; in this book a projection has shape "
+                "(d_in, d_k) = (3, d_k) and is used as inputs @ W (not nn.Linear's (d_k, d_in))"
+            )
+    if out[0].shape != out[1].shape:
+        raise Hint(
+            f"W_query {tuple(out[0].shape)} and W_key {tuple(out[1].shape)} need the same d_k: "
+            "queries and keys meet in a dot product"
+        )
+    return out[0].detach().float(), out[1].detach().float()
+
+
+def _point_test(pointing_projections, target: int):
+    tokens, inputs = journey_inputs()
+
+    def test():
+        W_query, W_key = _pair(pointing_projections, target)
+        scores = (inputs @ W_query) @ (inputs @ W_key).T  # (6, 6)
+        if not torch.isfinite(scores).all():
+            raise Hint("the scores are not finite: keep the matrices' entries moderate (100 is plenty)")
+        picks = scores.argmax(dim=-1)
+        wrong = [i for i in range(len(tokens)) if int(picks[i]) != target]
+        if wrong:
+            names = ", ".join(f"'{tokens[i]}' -> '{tokens[int(picks[i])]}'" for i in wrong)
+            raise Hint(
+                f"target {target} ('{tokens[target]}'): these queries score another key highest: "
+                f"{names}. Every query must point the same way (a positive dot product with one "
+                "direction) and the target's key must reach further in that direction than every "
+                "other key"
+            )
+        others = scores.clone()
+        others[:, target] = -float("inf")
+        gaps = scores[:, target] - others.max(dim=-1).values
+        if float(gaps.min()) < MARGIN:
+            raise Hint(
+                f"target {target} ('{tokens[target]}'): the right key wins every row but by a margin "
+                f"of only {float(gaps.min()):.3f} (at least {MARGIN} needed): multiply W_key by a "
+                "larger number to widen the gaps"
+            )
+
+    return test
+
+
+@register("ex-02-point-at", "Point every query at one token")
+def point_at(pointing_projections):
+    """Check ``pointing_projections(target)`` -> ``(W_query, W_key)`` of shape ``(3, d_k)``."""
+    tokens, _ = journey_inputs()
+
+    def shapes():
+        _pair(pointing_projections, 5)
+
+    def uses_target():
+        first, second = _pair(pointing_projections, 0), _pair(pointing_projections, 5)
+        if all(torch.equal(a, b) for a, b in zip(first, second)):
+            raise Hint(
+                "you return the same matrices for every target: the key projection must depend on "
+                "`target` (each target needs its own direction)"
+            )
+
+    return [
+        Guard("returns (W_query, W_key), each (3, d_k)", shapes),
+        Guard("the matrices depend on the target", uses_target),
+    ] + [
+        (f"every query scores '{tokens[t]}' highest (target {t})", _point_test(pointing_projections, t))
+        for t in POINT_TARGETS
     ]

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-from unittest import mock
 
 import torch
 
-from .core import Hint, close, register
+from ..data import journey_inputs
+from .core import Guard, Hint, calls, close, register
 
-__all__ = ["stable_softmax", "scaled_weights", "temperature_softmax"]
+__all__ = ["stable_softmax", "scaled_weights", "temperature_softmax", "attend"]
 
 KEEPDIM = (
     "a shape mismatch while broadcasting: reduce with keepdim=True, e.g. "
@@ -24,6 +24,30 @@ OVERFLOW = (
     "maximum (scores.amax(dim, keepdim=True)) before torch.exp: softmax does not change when the "
     "same number is subtracted from every score, and then no exponent is above 0"
 )
+NOT_THE_MAX = (
+    "only the maximum works: you subtracted something else (the row mean or minimum?), so for "
+    "scores that lie far apart, such as [-3000, 0, 3000], some exponent is still huge and "
+    "overflows. Subtract each row's maximum, scores.amax(dim, keepdim=True): then every "
+    "exponent is <= 0"
+)
+WHOLE_TENSOR_MAX = (
+    "you subtracted the maximum of the whole tensor; subtract each row's own maximum, "
+    "scores.amax(dim=dim, keepdim=True): a row far below the overall maximum underflows to 0 / 0"
+)
+READY_MADE = (
+    "build it from torch.exp, .amax and .sum: a ready-made softmax ({names}) is not allowed "
+    "in this exercise"
+)
+#: every way to call a finished softmax (checked on the answer's code)
+SOFTMAX_NAMES = [
+    "torch.softmax", "torch.nn.functional.softmax", "F.softmax", "torch.special.softmax",
+    "softmax", "log_softmax", "torch.log_softmax", "softmin", "Softmax", "LogSoftmax",
+    "logsumexp", "torch.logsumexp",
+]
+CHANGED_INPUT = (
+    "your function changed `scores` in place (e.g. `scores -= ...`): the caller's tensor is "
+    "overwritten. Compute a new tensor instead: shifted = scores - scores.amax(...)"
+)
 
 
 def _random(*shape, seed: int, scale: float = 1.0) -> torch.Tensor:
@@ -32,6 +56,8 @@ def _random(*shape, seed: int, scale: float = 1.0) -> torch.Tensor:
 
 
 def _run(fn, *args, **kwargs) -> torch.Tensor:
+    # copies: an answer that changes its input in place must not spoil the next test's data
+    args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
     try:
         out = fn(*args, **kwargs)
     except RuntimeError as err:
@@ -44,6 +70,10 @@ def _run(fn, *args, **kwargs) -> torch.Tensor:
     return out.detach()
 
 
+def _is_zeros(out: torch.Tensor) -> bool:
+    return bool(torch.isfinite(out).all()) and bool((out == 0).all())
+
+
 def _softmax_diagnosis(out: torch.Tensor, scores: torch.Tensor, dim: int = -1) -> None:
     """Raise the most specific hint for a wrong softmax of ``scores`` along ``dim``."""
     if out.shape != scores.shape:
@@ -52,12 +82,18 @@ def _softmax_diagnosis(out: torch.Tensor, scores: torch.Tensor, dim: int = -1) -
         raise Hint(OVERFLOW)
     if close(out, torch.softmax(scores, dim=dim), atol=1e-5):
         return
+    if _is_zeros(out):
+        raise Hint("every weight is 0: compute exp(s - max) / sum(exp(s - max)) along dim")
     other = 0 if dim in (-1, scores.ndim - 1) else -1
     if scores.ndim > 1 and close(out, torch.softmax(scores, dim=other), atol=1e-5):
         raise Hint(WRONG_DIM if other == 0 else "you ignored the dim argument: normalise along dim")
+    if close(out, scores, atol=1e-6):
+        raise Hint("you returned the scores unchanged: turn them into weights with exp and a sum")
     if close(out, scores / scores.sum(dim=dim, keepdim=True), atol=1e-5):
         raise Hint("you divided the scores by their sum: exponentiate first, weights = exp(s) / sum(exp(s))")
-    if close(out, torch.exp(scores), atol=1e-5):
+    if close(out, torch.exp(scores), atol=1e-5) or close(
+        out, torch.exp(scores - scores.amax(dim=dim, keepdim=True)), atol=1e-5
+    ):
         raise Hint("you forgot to divide by the sum of the exponentials, so the rows do not sum to 1")
     raise Hint("the weights differ from softmax: exp(s - max) / sum(exp(s - max)) along dim")
 
@@ -73,10 +109,22 @@ def stable_softmax(softmax_fn):
     def huge():
         big = torch.tensor([[1000.0, 1001.0, 1002.0], [-5.0, 0.0, 5.0]])
         out = _run(softmax_fn, big)
+        if out.shape == big.shape and torch.isfinite(out[0]).all() and not torch.isfinite(out[1]).all():
+            raise Hint(WHOLE_TENSOR_MAX)
         if not torch.isfinite(out).all():
             raise Hint(OVERFLOW)
         if not close(out, torch.softmax(big, dim=-1), atol=1e-5):
+            _softmax_diagnosis(out, big)
             raise Hint("with scores [1000, 1001, 1002] the weights must be [0.0900, 0.2447, 0.6652]")
+
+    def far_apart():
+        # Only the maximum makes every exponent <= 0 here: the mean is 0, the minimum -3000.
+        spread = torch.tensor([[-3000.0, 0.0, 3000.0], [2000.0, 2500.0, 1000.0]])
+        out = _run(softmax_fn, spread)
+        if not torch.isfinite(out).all():
+            mild = _run(softmax_fn, torch.tensor([[1000.0, 1001.0, 1002.0]]))
+            raise Hint(NOT_THE_MAX if torch.isfinite(mild).all() else OVERFLOW)
+        _softmax_diagnosis(out, spread)
 
     def very_negative():
         tiny = torch.tensor([[-1000.0, -1001.0, -1002.0]])
@@ -96,20 +144,25 @@ def stable_softmax(softmax_fn):
         _softmax_diagnosis(out, scores, dim=0)
 
     def from_scratch():
-        def refuse(*args, **kwargs):
-            raise Hint("build it from torch.exp, .amax and .sum: calling torch.softmax is not allowed here")
+        used = calls(softmax_fn, SOFTMAX_NAMES)
+        if used:
+            raise Hint(READY_MADE.format(names=", ".join(used)))
 
-        with mock.patch.object(torch, "softmax", refuse), mock.patch.object(
-            torch.nn.functional, "softmax", refuse
-        ), mock.patch.object(torch.Tensor, "softmax", refuse):
-            _run(softmax_fn, scores)
+    def input_unchanged():
+        original = _random(3, 5, seed=1) + 2.0  # row maxima far from 0
+        mine = original.clone()
+        softmax_fn(mine)
+        if not torch.equal(mine, original):
+            raise Hint(CHANGED_INPUT)
 
     return [
         ("each row sums to 1 and matches torch.softmax", rows),
         ("no overflow for scores around 1000", huge),
+        ("no overflow for scores far apart, [-3000, 0, 3000]", far_apart),
         ("no 0/0 for scores around -1000", very_negative),
         ("respects the dim argument", dim_argument),
-        ("written without torch.softmax", from_scratch),
+        Guard("written without a ready-made softmax", from_scratch),
+        Guard("leaves the scores unchanged", input_unchanged),
     ]
 
 
@@ -134,6 +187,8 @@ def scaled_weights(weights_fn):
             )
         if out.shape != scores.shape:
             raise Hint(f"expected shape {tuple(scores.shape)} (T_q, T_k), got {tuple(out.shape)}")
+        if _is_zeros(out):
+            raise Hint("every weight is 0: return softmax(queries @ keys.T / sqrt(d_k), dim=-1)")
         if close(out, torch.softmax(scores, dim=-1), atol=1e-5):
             raise Hint(
                 "missing scale: divide the scores by sqrt(d_k) = keys.shape[-1] ** 0.5 before the "
@@ -147,6 +202,8 @@ def scaled_weights(weights_fn):
             raise Hint(WRONG_DIM)
         if close(out, torch.softmax(scores * math.sqrt(d_k), dim=-1), atol=1e-5):
             raise Hint("you multiplied by sqrt(d_k); divide the scores by it")
+        if close(out, scores / math.sqrt(d_k), atol=1e-5):
+            raise Hint("no softmax: these are the scaled scores; turn them into weights with torch.softmax(..., dim=-1)")
         if torch.isfinite(out).all() and close(out.sum(dim=-1), torch.ones(out.shape[0]), atol=1e-4):
             raise Hint("each row sums to 1 but the numbers differ from softmax(queries @ keys.T / sqrt(d_k))")
         raise Hint("expected softmax(queries @ keys.T / sqrt(d_k), dim=-1)")
@@ -172,6 +229,12 @@ def scaled_weights(weights_fn):
                 "with d_k=32 you still divided by sqrt(8): read d_k from keys.shape[-1] inside the "
                 "function instead of using a fixed number or a global variable"
             )
+        for guess in (2, 4, 64):
+            if close(out, torch.softmax(q @ k.T / math.sqrt(guess), dim=-1), atol=1e-5):
+                raise Hint(
+                    f"with d_k=32 you divided by sqrt({guess}): read d_k from keys.shape[-1] inside "
+                    "the function instead of using a fixed number or a global variable"
+                )
         diagnose(out, q, k)
 
     def large_scores():
@@ -182,7 +245,7 @@ def scaled_weights(weights_fn):
         diagnose(out, q, k)
 
     return [
-        ("(T_q, T_k) weights", shape),
+        Guard("(T_q, T_k) weights", shape),
         ("softmax(Q K^T / sqrt(d_k)) by rows", values),
         ("d_k read from keys.shape[-1]", d_k_from_keys),
         ("no nan for large scores", large_scores),
@@ -210,6 +273,11 @@ def temperature_softmax(softmax_fn):
                 )
             if close(out, torch.softmax(scores, dim=-1), atol=1e-5):
                 raise Hint("the temperature changes nothing in your result: use softmax(scores / temperature)")
+            if close(out, torch.softmax(scores, dim=-1) / temperature, atol=1e-5):
+                raise Hint(
+                    "you divided the weights after the softmax, so the rows no longer sum to 1: "
+                    "divide the scores before it, softmax(scores / temperature)"
+                )
             _softmax_diagnosis(out, scores / temperature, dim=-1)
 
     def cold_limit():
@@ -219,21 +287,124 @@ def temperature_softmax(softmax_fn):
         if not close(out, torch.softmax(scores / 0.01, dim=-1), atol=1e-4):
             raise Hint("at temperature 0.01 the weights should be (nearly) one-hot on each row's largest score")
 
-    def rejects_zero():
-        try:
-            softmax_fn(scores, 0.0)
-        except ValueError:
-            return
-        except ZeroDivisionError:
-            pass
-        raise Hint(
-            "temperature=0 must raise ValueError (dividing by 0 gives inf and nan weights): "
-            "add `if temperature <= 0: raise ValueError(...)`"
-        )
+    def rejects(temperature: float, why: str):
+        def test():
+            try:
+                softmax_fn(scores, temperature)
+            except ValueError:
+                return
+            except Exception as err:  # AssertionError, ZeroDivisionError, ...
+                raise Hint(
+                    f"temperature={temperature} raised {type(err).__name__}; raise a ValueError "
+                    "that says what is wrong: `if temperature <= 0: raise ValueError(...)`"
+                ) from None
+            raise Hint(
+                f"temperature={temperature} must raise ValueError ({why}): "
+                "add `if temperature <= 0: raise ValueError(...)`"
+            )
+
+        return test
 
     return [
         ("temperature 1 is the ordinary softmax", at_one),
         ("divides the scores by the temperature", hot_and_cold),
         ("stable at a low temperature", cold_limit),
-        ("temperature <= 0 raises ValueError", rejects_zero),
+        Guard("temperature=0 raises ValueError", rejects(0.0, "dividing by 0 gives inf and nan weights")),
+        Guard("a negative temperature raises ValueError",
+              rejects(-1.0, "a negative temperature silently turns the ranking upside down")),
+    ]
+
+
+# --------------------------------------------------------------------------------------------------
+# ex-03-attend: choose W_query and W_key so that every token attends to one token
+# --------------------------------------------------------------------------------------------------
+
+ATTEND_TARGETS = (0, 4, 5)  # "Your", "one", "step": each reaches furthest in some direction
+
+
+def _projections(fn, *args):
+    """Call the answer and return two float tensors of shape (3, d_k), or raise a Hint."""
+    out = fn(*args)
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise Hint(f"return a pair (W_query, W_key), got {type(out).__name__}")
+    W_query, W_key = out
+    for name, matrix in (("W_query", W_query), ("W_key", W_key)):
+        if not isinstance(matrix, torch.Tensor):
+            raise Hint(f"{name} must be a torch.Tensor, got {type(matrix).__name__}")
+        if matrix.ndim != 2 or matrix.shape[0] != 3:
+            raise Hint(
+                f"{name} has shape {tuple(matrix.shape)}; in this book a projection has shape "
+                "(d_in, d_k) = (3, d_k) and is used as inputs @ W (not nn.Linear's (d_k, d_in))"
+            )
+    if W_query.shape != W_key.shape:
+        raise Hint(
+            f"W_query {tuple(W_query.shape)} and W_key {tuple(W_key.shape)} need the same d_k: "
+            "queries and keys meet in a dot product"
+        )
+    return W_query.detach().float(), W_key.detach().float()
+
+
+def _attention_weights(W_query, W_key) -> torch.Tensor:
+    _, inputs = journey_inputs()
+    scores = (inputs @ W_query) @ (inputs @ W_key).T  # (6, 6)
+    return torch.softmax(scores / math.sqrt(W_key.shape[-1]), dim=-1)
+
+
+def _attend_test(attending_projections, target: int):
+    tokens, _ = journey_inputs()
+
+    def test():
+        for share in (0.9, 0.99):
+            W_query, W_key = _projections(attending_projections, target, share)
+            weights = _attention_weights(W_query, W_key)
+            if not torch.isfinite(weights).all():
+                raise Hint(
+                    "the weights contain nan: your scores are so large that they overflow; a "
+                    "factor of 100 or so is plenty, not 1e30"
+                )
+            on_target = weights[:, target]
+            if bool((on_target >= share).all()):
+                continue
+            picks = weights.argmax(dim=-1)
+            wrong = [i for i in range(len(tokens)) if int(picks[i]) != target]
+            if wrong:
+                names = ", ".join(f"'{tokens[i]}' -> '{tokens[int(picks[i])]}'" for i in wrong)
+                raise Hint(
+                    f"target {target} ('{tokens[target]}'): these queries attend to another key "
+                    f"first: {names}. Every query must point the same way (a positive dot product "
+                    "with one direction) and the target's key must reach further in that "
+                    "direction than every other key"
+                )
+            raise Hint(
+                f"target {target} ('{tokens[target]}'), share {share}: the ranking is right but "
+                f"the weights are too soft (the smallest weight on the target is "
+                f"{float(on_target.min()):.3f}). Softmax only sees the gaps between scores: "
+                "multiply W_key (or W_query) by a larger number to widen them"
+            )
+
+    return test
+
+
+@register("ex-03-attend", "Attend to one token")
+def attend(attending_projections):
+    """Check ``attending_projections(target, share)`` -> ``(W_query, W_key)`` of shape ``(3, d_k)``."""
+
+    def shapes():
+        _projections(attending_projections, 5, 0.9)
+
+    def uses_target():
+        first = _projections(attending_projections, 0, 0.9)
+        second = _projections(attending_projections, 5, 0.9)
+        if all(torch.equal(a, b) for a, b in zip(first, second)):
+            raise Hint(
+                "you return the same matrices for every target: the key projection must depend on "
+                "`target` (each target needs its own direction)"
+            )
+
+    return [
+        Guard("returns (W_query, W_key), each (3, d_k)", shapes),
+        Guard("the matrices depend on the target", uses_target),
+    ] + [
+        (f"every token attends to '{journey_inputs()[0][t]}' (target {t})", _attend_test(attending_projections, t))
+        for t in ATTEND_TARGETS
     ]

@@ -10,9 +10,9 @@ import math
 
 import torch
 
-from .core import Hint, close, register
+from .core import Guard, Hint, close, register
 
-__all__ = ["context_vectors", "copy_weights"]
+__all__ = ["context_vectors", "copy_weights", "permutation"]
 
 WRONG_DIM = (
     "wrong softmax dim: your weights sum to 1 down each column, but each query's row must; "
@@ -79,6 +79,10 @@ def _diagnose(out: torch.Tensor, queries, keys, values) -> None:
         )
     if close(out, expected, atol=1e-5):
         return
+    if bool((out == 0).all()):
+        raise Hint("every entry is 0: return softmax(queries @ keys^T / sqrt(d_k), dim=-1) @ values")
+    if close(out, values, atol=1e-6):
+        raise Hint("you returned the values unchanged: mix them with the attention weights, weights @ values")
     scores = queries @ keys.transpose(-2, -1)
     weights = torch.softmax(scores / math.sqrt(d_k), dim=-1)
     if close(out, _reference(queries, keys, values, dim=-2), atol=1e-5):
@@ -210,6 +214,14 @@ def _diagnose_copy(source, target, inputs) -> None:
         for other in names:
             if other != name and close(weight, getattr(source, f"W_{other}").detach().T):
                 raise Hint(f"W_{name} of the nn.Linear version holds W_{other}: copy each matrix into its namesake")
+        if name == "query" and not any(
+            close(getattr(target, f"W_{other}").weight.detach(), getattr(source, f"W_{other}").detach().T)
+            for other in names
+        ):
+            raise Hint(
+                "nothing was copied: the nn.Linear weights are still their random start values; "
+                "copy each W.T into the layer's .weight inside `with torch.no_grad():`"
+            )
         raise Hint(f"W_{name}.weight does not hold W_{name}.T: copy all three matrices (query, key, value)")
     with torch.no_grad():
         expected, got = source(inputs), target(inputs)
@@ -253,6 +265,138 @@ def copy_weights(copy_fn):
     return [
         ("same outputs for d_in=3, d_k=2, d_v=4", rectangular),
         ("same outputs for square matrices (d_in = d_out = 3) on a batch", square),
-        ("the nn.Linear weights stay trainable parameters", trainable),
-        ("the two modules do not share memory afterwards", independent),
+        Guard("the nn.Linear weights stay trainable parameters", trainable),
+        Guard("the two modules do not share memory afterwards", independent),
+    ]
+
+
+# --------------------------------------------------------------------------------------------------
+# ex-04-permutation: is a module permutation-equivariant?
+# --------------------------------------------------------------------------------------------------
+
+EXACT = (
+    "you compared with torch.equal or ==: summing in another order changes the last float bit "
+    "(here SA(x[p]) and SA(x)[p] differ by about 1e-7), so compare with torch.allclose"
+)
+
+
+class _WithPositions(torch.nn.Module):
+    """Self-attention after adding a learned position vector to each row: not equivariant."""
+
+    def __init__(self, attention: torch.nn.Module, num_positions: int, d_in: int, seed: int):
+        super().__init__()
+        self.attention = attention
+        generator = torch.Generator().manual_seed(seed)
+        self.positions = torch.nn.Parameter(torch.randn(num_positions, d_in, generator=generator))
+
+    def forward(self, x):
+        return self.attention(x + self.positions[: x.shape[0]])
+
+
+class _RunningMean(torch.nn.Module):
+    """Each token becomes the mean of itself and the tokens before it: causal, not equivariant."""
+
+    def forward(self, x):
+        counts = torch.arange(1, x.shape[0] + 1, dtype=x.dtype).unsqueeze(-1)
+        return x.cumsum(dim=0) / counts
+
+
+def _attention(d_in: int, d_out: int, seed: int) -> torch.nn.Module:
+    from ..attention import SelfAttention
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return SelfAttention(d_in, d_out, d_out).eval()
+
+
+def _permutation(length: int, seed: int) -> torch.Tensor:
+    """A permutation that is not its own inverse (so p and argsort(p) differ)."""
+    generator = torch.Generator().manual_seed(seed)
+    while True:
+        p = torch.randperm(length, generator=generator)
+        if not torch.equal(p[p], torch.arange(length)):
+            return p
+
+
+def _verdict(is_equivariant, module, x, p) -> bool:
+    result = is_equivariant(module, x.clone(), p.clone())
+    if isinstance(result, torch.Tensor):
+        if result.numel() != 1:
+            raise Hint(
+                f"return one True or False, not a tensor of shape {tuple(result.shape)}: reduce "
+                "the comparison, e.g. torch.allclose(a, b, atol=1e-5)"
+            )
+        result = bool(result)
+    if not isinstance(result, bool):
+        raise Hint(f"return True or False, got {type(result).__name__}")
+    return result
+
+
+def _expect(is_equivariant, module, x, p, expected: bool, what: str) -> None:
+    got = _verdict(is_equivariant, module, x, p)
+    if got == expected:
+        return
+    with torch.no_grad():
+        first, after = module(x[p]), module(x)[p]
+        inverse = module(x)[torch.argsort(p)]
+    if expected and torch.allclose(first, after, atol=1e-5) and not torch.equal(first, after):
+        raise Hint(EXACT)
+    if expected:
+        raise Hint(
+            f"{what} is permutation-equivariant but your function says False: compare "
+            "module(x[permutation]) with module(x)[permutation] (shuffle the outputs the same "
+            "way as the inputs), not with module(x) itself or with the inverse permutation"
+        )
+    if torch.allclose(first, inverse, atol=1e-5):
+        raise Hint(
+            f"{what} is not permutation-equivariant but your function says True; check that you "
+            "shuffle the outputs with the same permutation as the inputs"
+        )
+    raise Hint(
+        f"{what} is not permutation-equivariant but your function says True: compare the two "
+        "results, module(x[permutation]) and module(x)[permutation], instead of assuming"
+    )
+
+
+@register("ex-04-permutation", "Check permutation equivariance")
+def permutation(is_equivariant):
+    """Check ``is_equivariant(module, x, permutation)`` -> ``bool``: does module(x[p]) equal module(x)[p]?"""
+    generator = torch.Generator().manual_seed(60)
+    x = torch.randn(7, 4, generator=generator)  # (T, d_in)
+    p = _permutation(7, seed=61)
+
+    def attention_and_positions():
+        attention = _attention(4, 3, seed=62)
+        _expect(is_equivariant, attention, x, p, True, "self-attention")
+        _expect(is_equivariant, _WithPositions(attention, 7, 4, seed=63), x, p, False,
+                "self-attention with position embeddings")
+
+    def per_token_and_causal():
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(64)
+            per_token = torch.nn.Linear(4, 5)
+        _expect(is_equivariant, per_token, x, p, True, "a per-token nn.Linear")
+        _expect(is_equivariant, _RunningMean(), x, p, False, "a running mean over the tokens")
+
+    def other_sizes():
+        y = torch.randn(12, 6, generator=torch.Generator().manual_seed(65))
+        q = _permutation(12, seed=66)
+        _expect(is_equivariant, _attention(6, 8, seed=67), y, q, True, "self-attention on 12 tokens")
+        _expect(is_equivariant, _WithPositions(_attention(6, 8, seed=67), 12, 6, seed=68), y, q, False,
+                "self-attention with position embeddings on 12 tokens")
+
+    def input_unchanged():
+        mine, order = x.clone(), p.clone()
+        is_equivariant(_attention(4, 3, seed=62), mine, order)
+        if not torch.equal(mine, x) or not torch.equal(order, p):
+            raise Hint(
+                "your function changed x (or the permutation) in place, e.g. x[:] = x[permutation]: "
+                "index into a new tensor instead, x[permutation]"
+            )
+
+    return [
+        ("self-attention: True; with position embeddings: False", attention_and_positions),
+        ("per-token layer: True; running mean: False", per_token_and_causal),
+        ("other sizes and another permutation", other_sizes),
+        Guard("x and the permutation are left unchanged", input_unchanged),
     ]

@@ -13,9 +13,9 @@ from torch import nn
 
 from ..masks import causal_mask
 from ..multihead import MultiHeadAttention
-from .core import Hint, close, register
+from .core import Guard, Hint, close, register
 
-__all__ = ["split_merge", "torch_twin"]
+__all__ = ["split_merge", "torch_twin", "head_contributions"]
 
 
 def _numbered(batch_size: int, num_tokens: int, d_out: int) -> torch.Tensor:
@@ -37,6 +37,16 @@ def _call_merge(merge_heads, heads: torch.Tensor) -> torch.Tensor:
         raise
 
 
+def _sized(run, fix: str):
+    """Run ``run()``; a crash on the other sizes of a check becomes a hint about fixed sizes."""
+    try:
+        return run()
+    except RuntimeError as err:
+        if "shape" in str(err) or "size" in str(err):
+            raise Hint(f"{fix} (your code raised: {str(err).splitlines()[0]})") from None
+        raise
+
+
 # ---------------------------------------------------------------- ex-05-split-heads
 
 
@@ -51,6 +61,18 @@ def split_merge(split_heads, merge_heads):
         if not isinstance(heads, torch.Tensor):
             raise Hint(f"split_heads should return a tensor, got {type(heads).__name__}")
         shape = tuple(heads.shape)
+        if shape == (B, hd, T, H):
+            raise Hint(
+                f"you returned {shape} = (B, head_dim, T, num_heads): the view order is "
+                "swapped. Cut each token's d_out columns as view(B, T, num_heads, head_dim) "
+                "(heads first, then the columns of one head), then .transpose(1, 2)"
+            )
+        if shape == (B, T, hd, H):
+            raise Hint(
+                f"you returned {shape} = (B, T, head_dim, num_heads): view as "
+                "(B, T, num_heads, head_dim) and swap axes 1 and 2 (tokens and heads), "
+                "not the last two"
+            )
         if shape == (B, T, H, hd):
             raise Hint(
                 f"you returned (B, T, num_heads, head_dim) = {shape}; swap the token and head "
@@ -81,11 +103,37 @@ def split_merge(split_heads, merge_heads):
                 )
 
     def split_uses_num_heads():
-        heads = split_heads(x, 2)
+        heads = _sized(lambda: split_heads(x, 2), "with num_heads=2 your split fails: compute "
+                       "head_dim = d_out // num_heads from the arguments, do not hard-code it")
         if tuple(heads.shape) != (B, 2, T, 6):
             raise Hint(
                 f"with num_heads=2 expected shape {(B, 2, T, 6)}, got {tuple(heads.shape)}; "
                 "compute head_dim = d_out // num_heads from the arguments, do not hard-code it"
+            )
+        if not torch.equal(heads, x.view(B, T, 2, 6).transpose(1, 2)):
+            raise Hint(
+                "with num_heads=2 the heads hold the wrong numbers: head h gets columns "
+                "h*head_dim:(h+1)*head_dim of every token, with head_dim = d_out // num_heads"
+            )
+
+    def other_sizes():
+        # another batch size, length and width: fixed numbers in view(...) show here
+        other = _numbered(3, 4, 8)  # (3, 4, 8), num_heads 4 -> head_dim 2
+        expected = other.view(3, 4, 4, 2).transpose(1, 2)
+        fixed = ("read B, T and d_out from x.shape (and B, num_heads, T and head_dim from "
+                 "heads.shape) instead of fixed numbers")
+        heads = _sized(lambda: split_heads(other, 4), fixed)
+        if tuple(heads.shape) != (3, 4, 4, 2) or not torch.equal(heads, expected):
+            raise Hint(
+                "split_heads is right for the first example but not for x of shape (3, 4, 8) "
+                "with num_heads=4: read B, T and d_out from x.shape instead of fixed numbers"
+            )
+        merged = _sized(lambda: _call_merge(merge_heads, expected.contiguous()), fixed)
+        if tuple(merged.shape) != (3, 4, 8) or not torch.equal(merged, other):
+            raise Hint(
+                "merge_heads is right for the first example but not for heads of shape "
+                "(3, 4, 4, 2): read B, num_heads, T and head_dim from heads.shape instead of "
+                "fixed numbers"
             )
 
     def merge_shape():
@@ -119,12 +167,13 @@ def split_merge(split_heads, merge_heads):
             raise Hint("merge_heads(split_heads(x, 4)) should equal x exactly")
 
     return [
-        ("split_heads returns (B, num_heads, T, head_dim)", split_shape),
         ("head h holds columns h*head_dim:(h+1)*head_dim", split_columns),
         ("split_heads works for any num_heads", split_uses_num_heads),
-        ("merge_heads returns (B, T, d_out)", merge_shape),
         ("merge_heads undoes the split", merge_inverts_split),
-        ("merge_heads(split_heads(x)) == x", round_trip),
+        ("both work for other sizes", other_sizes),
+        Guard("split_heads returns (B, num_heads, T, head_dim)", split_shape),
+        Guard("merge_heads returns (B, T, d_out)", merge_shape),
+        Guard("merge_heads(split_heads(x)) == x", round_trip),
     ]
 
 
@@ -217,6 +266,30 @@ def torch_twin(to_torch_attention):
             )
         return mha, theirs.eval()
 
+    def other_size():
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(8)
+            mha = MultiHeadAttention(6, 6, 4, 0.0, num_heads=3, causal=False).eval()
+            theirs = _sized(lambda: to_torch_attention(mha), (
+                "for a module with d_out=6 and num_heads=3 your code fails: read both from "
+                "mha.d_out and mha.num_heads instead of fixed numbers"))
+        if not isinstance(theirs, nn.MultiheadAttention):
+            raise Hint(f"return a torch.nn.MultiheadAttention, got {type(theirs).__name__}")
+        if theirs.embed_dim != 6 or theirs.num_heads != 3:
+            raise Hint(
+                "for a module with d_out=6 and num_heads=3 you built embed_dim="
+                f"{theirs.embed_dim}, num_heads={theirs.num_heads}: read both from mha.d_out "
+                "and mha.num_heads instead of fixed numbers"
+            )
+        x = torch.randn(2, 4, 6, generator=torch.Generator().manual_seed(1))
+        with torch.no_grad():
+            output = theirs.eval()(x, x, x, need_weights=False)[0]
+            if not close(output, mha(x), atol=1e-5):
+                raise Hint(
+                    "right for the first module but not for d_out=6 with 3 heads: copy every "
+                    "weight from mha, with no sizes written into your code"
+                )
+
     def compare(qkv_bias: bool, causal: bool):
         mha, theirs = build(qkv_bias, causal)
         x = torch.randn(2, 6, 8, generator=torch.Generator().manual_seed(0))
@@ -249,5 +322,153 @@ def torch_twin(to_torch_attention):
         ("same output, bidirectional", lambda: compare(False, causal=False)),
         ("same output, causal mask", lambda: compare(False, causal=True)),
         ("same output with qkv_bias=True", lambda: compare(True, causal=False)),
-        ("copies values instead of sharing tensors", not_shared),
+        ("works for another size (d_out=6, 3 heads)", other_size),
+        Guard("copies values instead of sharing tensors", not_shared),
+    ]
+
+
+# ---------------------------------------------------------------- ex-05-head-contributions
+
+
+def _reference_contributions(mha: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
+    B, T, _ = x.shape
+    H, hd = mha.num_heads, mha.head_dim
+    _, weights = mha(x, return_weights=True)  # (B, H, T, T)
+    values = mha.W_value(x).view(B, T, H, hd).transpose(1, 2)  # (B, H, T, hd)
+    W_O = mha.out_proj.weight.T.reshape(H, hd, mha.d_out)  # (H, hd, d_out)
+    return (weights @ values) @ W_O  # (B, H, T, d_out)
+
+
+def _contribution_module(num_heads: int, d_out: int, causal: bool, seed: int):
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        mha = MultiHeadAttention(5, d_out, 8, 0.0, num_heads=num_heads, causal=causal)
+        with torch.no_grad():  # a clearly non-zero output bias, so its handling shows
+            mha.out_proj.bias.normal_()
+    return mha.eval()
+
+
+def _contribution_diagnosis(out, mha, x) -> str:
+    """A hint naming the mistake when ``out`` equals a typical wrong answer."""
+    B, T, _ = x.shape
+    H, hd, d_out = mha.num_heads, mha.head_dim, mha.d_out
+    with torch.no_grad():
+        expected = _reference_contributions(mha, x)
+        _, weights = mha(x, return_weights=True)
+        values = mha.W_value(x).view(B, T, H, hd).transpose(1, 2)
+        rows = mha.out_proj.weight.reshape(H, hd, d_out)  # rows, not columns
+        wrong_values = mha.W_value(x).view(B, H, T, hd)
+        W_O = mha.out_proj.weight.T.reshape(H, hd, d_out)
+    if out.shape != expected.shape:
+        return ""
+    candidates = [
+        (expected + mha.out_proj.bias.detach(), "every head's slice includes out_proj.bias, so "
+         "the sum over heads counts the bias num_heads times: leave the bias out, it belongs "
+         "to no head (output = sum of the heads + out_proj.bias)"),
+        ((weights @ values) @ rows, "you cut out_proj.weight into row blocks: nn.Linear stores "
+         "(out_features, in_features) and computes x @ weight.T, so head h is read by the "
+         "COLUMNS h*head_dim:(h+1)*head_dim of out_proj.weight, i.e. rows of weight.T"),
+        ((weights @ wrong_values) @ W_O, "the values were split with view(B, num_heads, T, "
+         "head_dim): split them as view(B, T, num_heads, head_dim).transpose(1, 2)"),
+    ]
+    for candidate, hint in candidates:
+        if close(out, candidate, atol=1e-5):
+            return hint
+    return ""
+
+
+@register("ex-05-head-contributions", "What each head adds to the output")
+def head_contributions(head_contributions):
+    """Check ``head_contributions(mha, x) -> (B, num_heads, T, d_out)``."""
+    x = torch.randn(2, 4, 5, generator=torch.Generator().manual_seed(50))  # (B, T, d_in)
+
+    def call(mha, inputs):
+        state = {k: v.clone() for k, v in mha.state_dict().items()}
+        out = head_contributions(mha, inputs.clone())
+        if not isinstance(out, torch.Tensor):
+            raise Hint(
+                f"head_contributions should return a tensor, got {type(out).__name__}; did "
+                "you forget `return`?"
+            )
+        for key, value in mha.state_dict().items():
+            if not torch.equal(value, state[key]):
+                raise Hint(
+                    f"your function changed the module's {key}: work on copies (or only read "
+                    "the weights), never modify mha"
+                )
+        return out.detach()
+
+    def shape():
+        mha = _contribution_module(3, 6, False, 1)
+        out = call(mha, x)
+        expected = (2, 3, 4, 6)
+        if tuple(out.shape) == (2, 3, 4, 2):
+            raise Hint(
+                f"you returned {tuple(out.shape)} = (B, num_heads, T, head_dim): the heads "
+                "before out_proj. Each head's output still has to go through its part of "
+                "out_proj, W_O^(h) = out_proj.weight.T[h*head_dim:(h+1)*head_dim]"
+            )
+        if tuple(out.shape) != expected:
+            raise Hint(
+                f"expected (B, num_heads, T, d_out) = {expected}, got {tuple(out.shape)}"
+            )
+
+    def sums_to_output(causal: bool):
+        mha = _contribution_module(3, 6, causal, 2 + causal)
+        out = call(mha, x)
+        with torch.no_grad():
+            target = mha(x)
+        if out.shape != (2, 3, 4, 6):
+            raise Hint("fix the shape first (see the shape check)")
+        if close(out.sum(dim=1) + mha.out_proj.bias.detach(), target, atol=1e-5):
+            return
+        raise Hint(
+            _contribution_diagnosis(out, mha, x)
+            or "the heads' contributions plus out_proj.bias do not add up to mha(x): "
+            "contribution h = head_h @ W_O^(h), with head_h = weights[:, h] @ values of head h"
+            + (" (this module is causal: use the weights mha returns with "
+               "return_weights=True, which include the mask)" if causal else "")
+        )
+
+    def one_head_each():
+        # silence head 1's values: only slice 1 may change, and it must become 0
+        mha = _contribution_module(3, 6, False, 4)
+        out = call(mha, x)
+        with torch.no_grad():
+            mha.W_value.weight[2:4] = 0.0  # head 1 = rows 2:4 of the (d_out, d_in) weight
+        silenced = call(mha, x)
+        if out.shape != (2, 3, 4, 6):
+            raise Hint("fix the shape first (see the shape check)")
+        others = [0, 2]
+        if close(out[:, 1], torch.zeros(2, 4, 6), atol=1e-6):
+            raise Hint(
+                "head 1's contribution is already 0 before its values are silenced: each "
+                "slice must be head_h @ W_O^(h), not zeros"
+            )
+        if not close(silenced[:, 1], torch.zeros(2, 4, 6), atol=1e-6) or not close(
+            silenced[:, others], out[:, others], atol=1e-5
+        ):
+            raise Hint(
+                "with head 1's values set to 0, slice 1 must be 0 and the other slices must "
+                "not change: each head's contribution must depend on that head alone, not "
+                "be a share of the whole output"
+            )
+
+    def other_heads():
+        mha = _contribution_module(4, 8, True, 5)
+        out = _sized(lambda: call(mha, x), "for 4 heads and d_out=8 your code fails: take "
+                     "num_heads, head_dim and d_out from mha, not from the example")
+        expected = _reference_contributions(mha, x).detach()
+        if tuple(out.shape) != (2, 4, 4, 8) or not close(out, expected, atol=1e-5):
+            raise Hint(
+                "right for 3 heads but not for a causal module with 4 heads and d_out=8: take "
+                "num_heads, head_dim and d_out from mha, not from the example"
+            )
+
+    return [
+        ("heads + out_proj.bias add up to mha(x)", lambda: sums_to_output(False)),
+        ("also with a causal mask", lambda: sums_to_output(True)),
+        ("each slice depends on its own head only", one_head_each),
+        ("works for 4 heads and d_out=8", other_heads),
+        Guard("returns (B, num_heads, T, d_out)", shape),
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .core import Hint, close, register
+from .core import Guard, Hint, close, register
 
 
 def _reference_cross(x, context, W_query, W_key, W_value):
@@ -122,13 +122,62 @@ def cross(cross_attention):
         if weights.shape != (T_q, T_q) or not close(out, expected):
             raise Hint("with context = x the result must be ordinary self-attention")
 
+    def other_d_k():
+        # d_k = 3 instead of 2: a scale written as 2 ** 0.5 (or a fixed size) shows here
+        g = torch.Generator().manual_seed(16)
+        W_q3 = torch.randn(d_in, 3, generator=g)
+        W_k3 = torch.randn(d_context, 3, generator=g)
+        out, weights = call(x, context, W_q3, W_k3, W_value)
+        expected_out3, expected_weights3 = _reference_cross(x, context, W_q3, W_k3, W_value)
+        if close(weights, expected_weights3) and close(out, expected_out3):
+            return
+        raw = (x @ W_q3) @ (context @ W_k3).T
+        if close(weights, torch.softmax(raw / 2**0.5, dim=-1)):
+            raise Hint(
+                "with d_k = 3 your scores are still divided by sqrt(2): the scale is hard-coded; "
+                "read d_k from the keys, keys.shape[-1] ** 0.5"
+            )
+        if close(weights, torch.softmax(raw / 3, dim=-1)):
+            raise Hint("with d_k = 3 the scores are divided by d_k = 3; divide by its square root")
+        if close(weights, torch.softmax(raw / d_v**0.5, dim=-1)):
+            raise Hint(
+                f"with d_k = 3 the scores are divided by sqrt(d_v) = sqrt({d_v}): the scale is "
+                "the square root of the keys' size, keys.shape[-1] ** 0.5"
+            )
+        raise Hint(
+            "correct for d_k = 2 but not for d_k = 3: take every size from the tensors' "
+            "shapes, not from the example"
+        )
+
+    def order_of_context():
+        # cross-attention reads the context as a set: shuffling its tokens changes nothing,
+        # shuffling the queries shuffles the output rows the same way
+        perm_kv = torch.tensor([3, 7, 0, 5, 1, 6, 2, 4])
+        perm_q = torch.tensor([2, 0, 5, 1, 4, 3])
+        out, _ = call(x, context, W_query, W_key, W_value)
+        out_kv, _ = call(x, context[perm_kv], W_query, W_key, W_value)
+        out_q, _ = call(x[perm_q], context, W_query, W_key, W_value)
+        if not close(out_kv, out, atol=1e-5):
+            raise Hint(
+                "shuffling the context tokens changed your output: cross-attention has no "
+                "notion of order between the two sequences; did you add a causal mask? The "
+                "decoder's cross-attention may read every context token"
+            )
+        if not close(out_q, out[perm_q], atol=1e-5):
+            raise Hint(
+                "shuffling the query tokens should shuffle the output rows the same way: each "
+                "query is handled on its own (no mask between queries and context tokens)"
+            )
+
     return [
-        ("queries from x, keys and values from context", roles),
-        ("works when the two sequences have different sizes", different_sizes),
         ("every row of weights sums to 1", normalised_over_keys),
         ("scores scaled by sqrt(d_k)", scaled),
         ("context vectors = weights @ values", output),
         ("cross(x, x) is self-attention", self_attention_special_case),
+        ("works for another d_k", other_d_k),
+        Guard("shuffling the context changes nothing", order_of_context),
+        Guard("queries from x, keys and values from context", roles),
+        Guard("works when the two sequences have different sizes", different_sizes),
     ]
 
 
@@ -171,6 +220,11 @@ def padding(padded_softmax):
         on_real = weights.masked_select(~key_padding_mask[:, None, :].expand_as(weights))
         if torch.isnan(weights).any():
             raise Hint("the weights contain NaN although no sequence here is all padding")
+        if close(weights, torch.zeros_like(weights)):
+            raise Hint(
+                "every weight is 0: each query must spread weight 1 over the real keys; "
+                "softmax the scores with the padded keys filled with -inf"
+            )
         if close(on_real, torch.zeros_like(on_real)) or (on_padding.abs().sum() > 0 and close(on_real.abs().sum(), 0.0)):
             raise Hint(
                 "the mask is inverted: key_padding_mask is True at padding tokens, so fill the scores "
@@ -234,10 +288,48 @@ def padding(padded_softmax):
                 "out-of-place scores.masked_fill(...) so the caller's tensor stays as it was"
             )
 
+    def finite_gradients():
+        # the trap chapter 6 shows: an answer whose forward pass is right can still send NaN
+        # backwards (an additive -inf mask, or zeroing NaN weights after the softmax)
+        mask = key_padding_mask.clone()
+        mask[1] = True  # sequence 1 is all padding
+        scores_in = scores.clone().requires_grad_(True)
+        weights = padded_softmax(scores_in * 1.0, mask.clone())  # not a leaf: in place ok
+        if not isinstance(weights, torch.Tensor) or not weights.requires_grad:
+            raise Hint(
+                "the weights must stay differentiable with respect to the scores (no .detach(), "
+                "no torch.no_grad()), so the model can learn through them"
+            )
+        if torch.isnan(weights).any():
+            raise Hint("fix the NaN in the forward pass first (see the test above)")
+        loss = (weights * torch.arange(1.0, T_kv + 1)).sum()  # any loss that uses the weights
+        loss.backward()
+        grad = scores_in.grad
+        if grad is None or torch.isnan(grad).any():
+            raise Hint(
+                "the forward pass is right but the gradient of the scores has NaN: the softmax "
+                "computed NaN for the fully padded rows (an additive -inf mask, scores + mask, "
+                "or masking with -inf everywhere) and zeroing those rows afterwards does not "
+                "stop NaN flowing backwards (0 * NaN = NaN). Use masked_fill on the scores, "
+                "leave fully padded rows finite before the softmax, then zero them"
+            )
+        if not close(grad[1], torch.zeros(T_q, T_kv)):
+            raise Hint(
+                "a fully padded sequence must get zero gradient: its weights are 0 whatever "
+                "its scores are, so zero the whole row after the softmax with masked_fill"
+            )
+        hidden = key_padding_mask[0][None, :].expand(T_q, -1)
+        if not close(grad[0][hidden], torch.zeros(int(hidden.sum()))):
+            raise Hint(
+                "padded keys still get a gradient: their weight must not depend on their "
+                "scores; fill them with -inf (masked_fill) instead of adding a finite number"
+            )
+
     return [
         ("padded keys get weight 0", padding_gets_zero),
         ("each query's weights sum to 1", rows_sum_to_one),
         ("each sequence uses its own mask row", mask_per_sequence),
         ("fully padded sequence: zeros, no NaN", fully_padded_row),
-        ("scores are not modified in place", leaves_scores_alone),
+        ("finite gradients, zero through the padding", finite_gradients),
+        Guard("scores are not modified in place", leaves_scores_alone),
     ]

@@ -2,17 +2,26 @@
 
 * :func:`causal_softmax` - ``ex-07-causal-softmax``: scores ``(..., T, T)`` -> causal weights.
 * :func:`decoder_mask` - ``ex-07-decoder-mask``: combine the causal mask with a key padding
-  mask into one ``(B, T, T)`` boolean mask.
+  mask into one ``(B, T, T)`` boolean mask (right and left padding).
+* :func:`decoder_block` - ``ex-07-decoder-block``: the capstone, a decoder block (causal
+  self-attention, cross-attention to a padded encoder output, residuals) checked from the
+  outside: change a future token, change a padded encoder position, compare a padded batch with
+  unpadded runs.
+
+Tests that a non-attempt would pass (the input left unchanged, the shape kept) are
+:class:`~attention_book.checks.core.Guard` s: they count only once a value test passes.
 """
 
 from __future__ import annotations
 
+import copy
+
 import torch
 
 from ..masks import causal_mask
-from .core import Hint, close, register
+from .core import Guard, Hint, close, register
 
-__all__ = ["causal_softmax", "decoder_mask"]
+__all__ = ["causal_softmax", "decoder_mask", "decoder_block"]
 
 
 def _scores(*shape: int, seed: int = 7) -> torch.Tensor:
@@ -27,7 +36,9 @@ def _reference_causal(scores: torch.Tensor) -> torch.Tensor:
 
 def _as_tensor(out, what: str) -> torch.Tensor:
     if not isinstance(out, torch.Tensor):
-        raise Hint(f"{what} should return a tensor, got {type(out).__name__}; did you forget `return`?")
+        raise Hint(
+            f"{what} should return a tensor, got {type(out).__name__}; did you forget `return`?"
+        )
     return out.detach().float()
 
 
@@ -39,6 +50,9 @@ def _strictly_lower(T: int) -> torch.Tensor:
     return torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1)
 
 
+# ---------------------------------------------------------------- ex-07-causal-softmax
+
+
 @register("ex-07-causal-softmax", "Causal attention weights from scores")
 def causal_softmax(causal_weights):
     """Check ``causal_weights(scores) -> weights`` on (T, T) and (B, T, T) scores."""
@@ -47,49 +61,66 @@ def causal_softmax(causal_weights):
     scores_before = scores.clone()
     out = _as_tensor(causal_weights(scores.clone()), "causal_weights(scores)")
     upper, lower = _strictly_upper(T), _strictly_lower(T)
-    diagonal = torch.diagonal(out, dim1=-2, dim2=-1) if out.shape == (T, T) else None
 
     def shape():
         if out.shape != (T, T):
             raise Hint(
                 f"for scores of shape ({T}, {T}) expected weights of shape ({T}, {T}), got "
-                f"{tuple(out.shape)}; build the mask from scores.shape[-1] and keep one weight per "
-                "(query, key) pair"
+                f"{tuple(out.shape)}; build the mask from scores.shape[-1] and keep one weight "
+                "per (query, key) pair"
             )
 
-    def sees_itself():
+    def first_token_sees_itself():
         shape()
+        diagonal = torch.diagonal(out, dim1=-2, dim2=-1)
         future_nonzero = bool((out[upper].abs() > 1e-6).any())
         if torch.isnan(diagonal).any() or bool((diagonal.abs() < 1e-6).any()):
             if future_nonzero:
                 raise Hint(
                     "the diagonal is hidden and the future is visible: the mask has the wrong "
-                    "triangle. torch.tril(torch.ones(T, T)) marks the entries to KEEP (1 = visible); "
-                    "hide where it is 0, e.g. scores.masked_fill(tril == 0, float('-inf')), or hide "
-                    "torch.triu(torch.ones(T, T), diagonal=1).bool()"
+                    "triangle. torch.tril(torch.ones(T, T)) marks the entries to KEEP "
+                    "(1 = visible); hide where it is 0, e.g. scores.masked_fill(tril == 0, "
+                    "float('-inf')), or hide torch.triu(torch.ones(T, T), diagonal=1).bool()"
                 )
             first_row_nan = bool(torch.isnan(out[0]).any())
             raise Hint(
-                "each token must be allowed to attend to itself, but your weights on the diagonal "
-                "are 0" + (" (and row 0 came out as NaN: every entry of it was hidden)" if first_row_nan else "")
-                + "; the mask hides the diagonal: use torch.triu(..., diagonal=1) for the hidden "
-                "entries (or torch.tril(..., diagonal=0) for the visible ones)"
+                "each token must be allowed to attend to itself, but your weights on the "
+                "diagonal are 0"
+                + (" (and row 0 came out as NaN: every entry of it was hidden)"
+                   if first_row_nan else "")
+                + "; the mask hides the diagonal: use torch.triu(..., diagonal=1) for the "
+                "hidden entries (or torch.tril(..., diagonal=0) for the visible ones)"
+            )
+        if not close(out[0], torch.eye(T)[0], atol=1e-5):
+            raise Hint(
+                "the first token sees only itself, so row 0 must be [1, 0, 0, 0, 0], got "
+                f"{[round(float(w), 4) for w in out[0]]}; hide every key after the query "
+                "with -inf and take the softmax over dim=-1"
             )
 
     def hides_future():
         shape()
         if torch.isnan(out).any():
             raise Hint("the weights contain NaN; only entries above the diagonal may be hidden")
-        if bool((out[upper].abs() > 1e-6).any()):
+        visible_future = out[upper].abs() > 1e-6
+        if bool(visible_future.any()):
             if bool((out[lower].abs() < 1e-6).all()):
                 raise Hint(
                     "you hid the past (below the diagonal) instead of the future (above it): "
                     "the wrong triangle. Hide the entries where key index > query index, i.e. "
                     "torch.triu(torch.ones(T, T), diagonal=1).bool()"
                 )
+            next_token = torch.diagonal(out, offset=1).abs() > 1e-6
+            further = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=2)
+            if bool(next_token.all()) and not bool((out[further].abs() > 1e-6).any()):
+                raise Hint(
+                    "off by one: every token still sees the NEXT token (the first entry above "
+                    "the diagonal); hide torch.triu(torch.ones(T, T), diagonal=1), not "
+                    "diagonal=2"
+                )
             raise Hint(
-                "tokens can still see the future: entries above the diagonal (key after query) "
-                "must be 0; fill them with float('-inf') before the softmax"
+                "tokens can still see the future: entries above the diagonal (key after "
+                "query) must be 0; fill them with float('-inf') before the softmax"
             )
 
     def rows_sum_to_one():
@@ -100,15 +131,18 @@ def causal_softmax(causal_weights):
         plain = torch.softmax(scores_before, dim=-1)
         if close(out, plain * ~upper, atol=1e-4):
             raise Hint(
-                "the future is zeroed but the rows no longer sum to 1: you masked after the softmax "
-                "without renormalising. Divide each row by its sum (keepdim=True), or better, put "
-                "-inf into the future scores before the softmax"
+                "the future is zeroed but the rows no longer sum to 1: you masked after the "
+                "softmax without renormalising. Put -inf into the future scores before the "
+                "softmax instead"
             )
         if close(out.sum(dim=-2), torch.ones(T), atol=1e-4):
             raise Hint(
                 "the columns sum to 1, not the rows: take the softmax over the keys, dim=-1"
             )
-        raise Hint(f"each row of weights must sum to 1, got row sums {[round(float(s), 4) for s in row_sums]}")
+        raise Hint(
+            "each row of weights must sum to 1, got row sums "
+            f"{[round(float(s), 4) for s in row_sums]}"
+        )
 
     def values():
         shape()
@@ -118,8 +152,9 @@ def causal_softmax(causal_weights):
         for factor in (T ** 0.5, 2 ** 0.5):
             if close(out, _reference_causal(scores_before / factor), atol=1e-5):
                 raise Hint(
-                    "your weights are those of scaled scores: the function receives scores that are "
-                    "already scaled, so apply the mask and the softmax without dividing again"
+                    "your weights are those of scaled scores: the function receives scores "
+                    "that are already scaled, so apply the mask and the softmax without "
+                    "dividing again"
                 )
         raise Hint(
             "the weights differ from a softmax over the visible scores of each row; hide the "
@@ -129,12 +164,15 @@ def causal_softmax(causal_weights):
     def batched():
         batch_scores = _scores(3, 4, 4, seed=11)
         wrong_t = (
-            "use scores.shape[-1] for T (not shape[0]) so the (T, T) mask broadcasts over the batch"
+            "use scores.shape[-1] for T (not shape[0] or a fixed number) so the (T, T) mask "
+            "broadcasts over the batch"
         )
         try:
-            out_batch = _as_tensor(causal_weights(batch_scores.clone()), "causal_weights(scores)")
+            out_batch = _as_tensor(causal_weights(batch_scores.clone()), "causal_weights")
         except RuntimeError as err:
-            raise Hint(f"a batch of scores (3, 4, 4) made your code fail ({err}); {wrong_t}") from None
+            raise Hint(
+                f"a batch of scores (3, 4, 4) made your code fail ({err}); {wrong_t}"
+            ) from None
         if out_batch.shape != (3, 4, 4):
             raise Hint(
                 f"for a batch of scores (3, 4, 4) expected weights (3, 4, 4), got "
@@ -142,26 +180,53 @@ def causal_softmax(causal_weights):
             )
         if not close(out_batch, _reference_causal(batch_scores), atol=1e-5):
             raise Hint(
-                "correct for one (T, T) matrix but not for a batch (B, T, T): take the softmax over "
-                "dim=-1 and build the mask from scores.shape[-1]"
+                "correct for one (T, T) matrix but not for a batch (B, T, T): take the "
+                "softmax over dim=-1 and build the mask from scores.shape[-1]"
+            )
+
+    def large_future_scores():
+        # visible scores near 0, future scores near 200: a softmax over ALL scores underflows
+        # the visible weights to exactly 0 in float32, and renormalising divides 0 by 0
+        large = _scores(T, T, seed=12) + 200.0 * upper
+        expected = _reference_causal(large)
+        got = _as_tensor(causal_weights(large.clone()), "causal_weights(scores)")
+        if got.shape != expected.shape:
+            raise Hint("fix the shape first (see the first test)")
+        if torch.isnan(got).any():
+            raise Hint(
+                "with large scores in the future your weights turn into NaN: a softmax over "
+                "all scores gives the visible entries weight 0 (underflow) and renormalising "
+                "divides 0 by 0. Hide the future with -inf BEFORE the softmax, so future "
+                "scores never enter it"
+            )
+        if not close(got, expected, atol=1e-5):
+            raise Hint(
+                "with large scores in the future your weights change: future scores must "
+                "not influence the weights at all; use masked_fill(future, float('-inf')) "
+                "before the softmax (a finite fill such as -100 is not enough)"
             )
 
     def input_untouched():
-        causal_weights(scores)
-        if not torch.equal(scores, scores_before):
+        copy_in = scores_before.clone()
+        causal_weights(copy_in)
+        if not torch.equal(copy_in, scores_before):
             raise Hint(
                 "your function changed the caller's scores in place (masked_fill_ with an "
                 "underscore); use scores.masked_fill(...) which returns a new tensor"
             )
 
     return [
-        ("each token attends to itself", sees_itself),
-        ("future tokens get weight 0", hides_future),
+        ("the first token attends only to itself", first_token_sees_itself),
         ("each row sums to 1", rows_sum_to_one),
         ("matches a softmax over the visible scores", values),
         ("works on a batch (B, T, T)", batched),
-        ("leaves the input scores unchanged", input_untouched),
+        ("large future scores: no NaN, no change", large_future_scores),
+        Guard("future tokens get weight 0", hides_future),
+        Guard("leaves the input scores unchanged", input_untouched),
     ]
+
+
+# ---------------------------------------------------------------- ex-07-decoder-mask
 
 
 def _reference_decoder_mask(key_padding_mask: torch.Tensor) -> torch.Tensor:
@@ -176,110 +241,299 @@ def _decoder_diagnosis(out: torch.Tensor, pad: torch.Tensor) -> str:
     future = causal_mask(T)
     if out.dtype != torch.bool or out.shape != (pad.shape[0], T, T):
         return ""
+    lengths = (~pad).sum(dim=-1)  # (B,)
+    after_length = torch.arange(T)[None, :] >= lengths[:, None]  # right padding assumed
     wrong = [
-        (future & keys, "you combined the masks with & (and): then an entry is hidden only if it is "
-         "in the future AND a padding key. An entry must be hidden if either holds: use | (or)"),
-        (future | queries, "you hid the padded query rows instead of the padded key columns: the "
-         "padding mask must broadcast along the queries, key_padding_mask[:, None, :] (B, 1, T), "
-         "not key_padding_mask[:, :, None]"),
-        (~_reference_decoder_mask(pad), "you returned the visible entries: True must mean hidden "
-         "(the future and the padding keys), as masked_fill expects"),
-        (torch.triu(ones, diagonal=0) | keys, "the diagonal is hidden: each (real) token must see "
-         "itself; build the causal part with torch.triu(..., diagonal=1)"),
+        (future & keys, "you combined the masks with & (and): then an entry is hidden only "
+         "if it is in the future AND a padding key. An entry must be hidden if either holds: "
+         "use | (or)"),
+        (future | queries, "you hid the padded query rows instead of the padded key columns: "
+         "the padding mask must broadcast along the queries, key_padding_mask[:, None, :] "
+         "(B, 1, T), not key_padding_mask[:, :, None]"),
+        (future | queries | keys, "you hid the padded query rows as well as the padded key "
+         "columns: only keys need the padding mask, key_padding_mask[:, None, :]"),
+        (~_reference_decoder_mask(pad), "you returned the visible entries: True must mean "
+         "hidden (the future and the padding keys), as masked_fill expects"),
+        (torch.triu(ones, diagonal=0) | keys, "the diagonal is hidden: each (real) token "
+         "must see itself; build the causal part with torch.triu(..., diagonal=1)"),
+        (torch.triu(ones, diagonal=2) | keys, "off by one: each token sees the next token; "
+         "build the causal part with torch.triu(..., diagonal=1), not diagonal=2"),
         (torch.tril(ones, diagonal=-1) | keys, "wrong triangle: you hid the past (below the "
          "diagonal) instead of the future; hide torch.triu(torch.ones(T, T), diagonal=1)"),
-        (torch.tril(ones) | keys, "wrong triangle: torch.tril(torch.ones(T, T)) marks the entries "
-         "to KEEP; the hidden causal part is torch.triu(torch.ones(T, T), diagonal=1).bool()"),
-        (keys.expand(-1, T, -1), "the causal part is missing: future keys (j > i) must be hidden too"),
-        (future.expand(pad.shape[0], T, T), "the padding part is missing: padding keys must be "
-         "hidden from every query"),
+        (torch.tril(ones) | keys, "wrong triangle: torch.tril(torch.ones(T, T)) marks the "
+         "entries to KEEP; the hidden causal part is "
+         "torch.triu(torch.ones(T, T), diagonal=1).bool()"),
+        (keys.expand(-1, T, -1), "the causal part is missing: future keys (j > i) must be "
+         "hidden too"),
+        (future.expand(pad.shape[0], T, T), "the padding part is missing: padding keys must "
+         "be hidden from every query"),
+        (future | after_length[:, None, :], "your mask assumes right padding (it hides every "
+         "key after the sequence's length): with LEFT padding the padding comes first. Use "
+         "the key_padding_mask itself, key_padding_mask[:, None, :], not the lengths"),
     ]
+    if not bool(out.any()):
+        return ("your mask hides nothing (all False): True must mark the hidden entries, the "
+                "future keys (torch.triu(torch.ones(T, T), diagonal=1)) and the padding keys")
     for candidate, hint in wrong:
         if torch.equal(out, candidate):
             return hint
     return ""
 
 
+# lengths 5, 3, 2 padded on the right, and the same lengths padded on the left
+_RIGHT = torch.tensor([[False, False, False, False, False],
+                       [False, False, False, True, True],
+                       [False, False, True, True, True]])
+_LEFT = torch.tensor([[False, False, False, False, False],
+                      [True, True, False, False, False],
+                      [True, True, True, False, False]])
+
+
 @register("ex-07-decoder-mask", "Causal mask plus padding mask")
 def decoder_mask(make_mask):
     """Check ``make_mask(key_padding_mask (B, T)) -> (B, T, T)`` bool, True = hidden."""
-    pad = torch.tensor([[False, False, False, False, False],
-                        [False, False, False, True, True],
-                        [False, False, True, True, True]])  # right padding, lengths 5, 3, 2
-    pad_before = pad.clone()
-    B, T = pad.shape
-    out = make_mask(pad)
-    if not isinstance(out, torch.Tensor):
-        raise Hint(f"decoder_mask should return a tensor, got {type(out).__name__}; did you forget `return`?")
-    out = out.detach().cpu()
-    expected = _reference_decoder_mask(pad_before)
-    diagnosis = _decoder_diagnosis(out, pad_before)
+    B, T = _RIGHT.shape
 
-    def fail(generic: str):
-        raise Hint(diagnosis or generic)
+    def run(pad: torch.Tensor) -> torch.Tensor:
+        try:
+            out = make_mask(pad.clone())
+        except RuntimeError as err:
+            if pad.shape == _RIGHT.shape or "shape" not in str(err):
+                raise
+            raise Hint(
+                f"a padding mask of shape {tuple(pad.shape)} made your code fail "
+                f"({str(err).splitlines()[0]}): take B and T from key_padding_mask.shape "
+                "instead of fixed numbers"
+            ) from None
+        if not isinstance(out, torch.Tensor):
+            raise Hint(
+                f"decoder_mask should return a tensor, got {type(out).__name__}; did you "
+                "forget `return`?"
+            )
+        return out.detach().cpu()
 
     def bool_shape():
+        out = run(_RIGHT)
         if out.shape != (B, T, T):
             what = {(T, T): "one (T, T) mask for the whole batch",
                     (B, T): "the (B, T) padding mask itself"}.get(tuple(out.shape), "")
             raise Hint(
-                f"for a padding mask of shape ({B}, {T}) expected a mask of shape ({B}, {T}, {T}), got "
-                f"{tuple(out.shape)}" + (f" ({what})" if what else "")
-                + "; combine the (T, T) causal mask with key_padding_mask[:, None, :] (B, 1, T) so "
-                "broadcasting gives (B, T, T)"
+                f"for a padding mask of shape ({B}, {T}) expected a mask of shape "
+                f"({B}, {T}, {T}), got {tuple(out.shape)}" + (f" ({what})" if what else "")
+                + "; combine the (T, T) causal mask with key_padding_mask[:, None, :] "
+                "(B, 1, T) so broadcasting gives (B, T, T)"
             )
         if out.dtype != torch.bool:
             raise Hint(
-                f"return a boolean tensor (True = hidden), got dtype {out.dtype}; masked_fill needs "
-                "booleans: build both parts as bool and combine them with |"
+                f"return a boolean tensor (True = hidden), got dtype {out.dtype}; masked_fill "
+                "needs booleans: build both parts as bool and combine them with |"
             )
 
-    def hides_future():
+    def exact(pad: torch.Tensor, generic: str):
         bool_shape()
-        if not bool(out[:, causal_mask(T)].all()):
-            fail("some future keys (j > i) are visible; every entry above the diagonal must be True")
+        out = run(pad)
+        if not torch.equal(out, _reference_decoder_mask(pad)):
+            raise Hint(_decoder_diagnosis(out, pad) or generic)
 
-    def sees_itself():
-        bool_shape()
-        real = ~pad_before  # (B, T): tokens that are not padding
-        diagonal = torch.diagonal(out, dim1=-2, dim2=-1)  # (B, T)
-        if bool(diagonal[real].any()):
-            fail("a real token cannot see itself: the diagonal must stay visible (False) for "
-                 "non-padding tokens")
+    def no_padding():
+        exact(_RIGHT[:1], "for a sequence without padding the mask must be exactly the "
+              "causal mask torch.triu(torch.ones(T, T), diagonal=1): every future key hidden, "
+              "the token itself and the past visible")
 
-    def hides_padding():
-        bool_shape()
-        hidden_keys = out.permute(0, 2, 1)[pad_before]  # rows = padded keys, over all queries
-        if not bool(hidden_keys.all()):
-            fail("some query can still attend to a padding key: a padded key column must be True "
-                 "for every query")
+    def right_padding():
+        exact(_RIGHT, "with right padding, hide exactly the future keys and the padding keys "
+              "(for every query); nothing else")
 
-    def nothing_else():
-        bool_shape()
-        if not torch.equal(out, expected):
-            fail("your mask hides entries that should stay visible: hide only the future and the "
-                 "padding keys")
+    def left_padding():
+        exact(_LEFT, "with left padding (padding first), hide exactly the future keys and "
+              "the padding keys; build the padding part from key_padding_mask[:, None, :]")
 
     def other_batch():
-        other = torch.tensor([[False, False, False, True], [False, False, False, False]])
-        got = make_mask(other.clone())
-        if not isinstance(got, torch.Tensor) or not torch.equal(got.detach().cpu(), _reference_decoder_mask(other)):
+        other = torch.tensor([[False, False, False, True], [True, False, False, False]])
+        got = run(other)
+        if got.shape != (2, 4, 4) or not torch.equal(got, _reference_decoder_mask(other)):
             raise Hint(
                 "correct for one batch but not for a (2, 4) padding mask: take B and T from "
                 "key_padding_mask.shape instead of fixed numbers"
             )
 
     def input_untouched():
+        pad = _RIGHT.clone()
         make_mask(pad)
-        if not torch.equal(pad, pad_before):
-            raise Hint("your function changed key_padding_mask in place; build a new tensor instead")
+        if not torch.equal(pad, _RIGHT):
+            raise Hint(
+                "your function changed key_padding_mask in place; build a new tensor instead"
+            )
 
     return [
-        ("returns a bool (B, T, T) mask", bool_shape),
-        ("hides every future key", hides_future),
-        ("each real token sees itself", sees_itself),
-        ("hides padding keys from every query", hides_padding),
-        ("hides nothing else", nothing_else),
+        ("no padding: exactly the causal mask", no_padding),
+        ("right padding: future and padding keys hidden", right_padding),
+        ("left padding: future and padding keys hidden", left_padding),
         ("works for another batch size and length", other_batch),
-        ("leaves the padding mask unchanged", input_untouched),
+        Guard("returns a bool (B, T, T) mask", bool_shape),
+        Guard("leaves the padding mask unchanged", input_untouched),
+    ]
+
+
+# ---------------------------------------------------------------- ex-07-decoder-block
+
+# The check's sizes: decoder width 8, encoder width 6, 2 heads, decoder and encoder length 5.
+D_MODEL, D_CONTEXT, HEADS, T_DEC, T_ENC = 8, 6, 2, 5, 5
+
+
+def _build_block(DecoderBlock, seed: int = 0):
+    with torch.random.fork_rng(devices=[]):  # leave the reader's random state untouched
+        torch.manual_seed(seed)
+        block = DecoderBlock(D_MODEL, D_CONTEXT, HEADS, 8)
+        generator = torch.Generator().manual_seed(seed + 1)
+        with torch.no_grad():  # clearly non-zero parameters, so every path shows
+            for parameter in block.parameters():
+                parameter.copy_(0.5 * torch.randn(parameter.shape, generator=generator))
+    if not isinstance(block, torch.nn.Module):
+        raise Hint(
+            f"DecoderBlock(...) should create an nn.Module, got {type(block).__name__}"
+        )
+    return block.eval()
+
+
+def _block_inputs(seed: int = 3):
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, T_DEC, D_MODEL, generator=generator)
+    encoder_output = torch.randn(2, T_ENC, D_CONTEXT, generator=generator)
+    # sequence 0: 5 real encoder tokens; sequence 1: 3 real tokens, then 2 padding slots
+    padding = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    return x, encoder_output, padding
+
+
+@register(
+    "ex-07-decoder-block",
+    "Capstone: a decoder block from the package's pieces",
+    allowed=["attention_book.multihead.MultiHeadAttention"],
+)
+def decoder_block(DecoderBlock):
+    """Check ``DecoderBlock(d_model, d_context, num_heads, context_length)`` from the outside.
+
+    ``block(x, encoder_output, encoder_padding_mask)``: x (B, T, d_model), encoder_output
+    (B, T_enc, d_context), encoder_padding_mask (B, T_enc) bool with True = padding.
+    """
+    block = _build_block(DecoderBlock)
+    x, encoder_output, padding = _block_inputs()
+
+    def run(module, x_in, enc_in, pad_in):
+        with torch.no_grad():
+            out = module(x_in.clone(), enc_in.clone(), pad_in.clone())
+        if not isinstance(out, torch.Tensor):
+            raise Hint(
+                f"forward should return a tensor, got {type(out).__name__}; if you return "
+                "(output, weights), return only the output"
+            )
+        if out.shape != x_in.shape:
+            raise Hint(
+                f"the block must keep the decoder's shape (B, T, d_model) = "
+                f"{tuple(x_in.shape)}, got {tuple(out.shape)}; the queries come from x, the "
+                "keys and values from encoder_output, and the output width is d_model"
+            )
+        return out
+
+    base = None
+
+    def baseline():
+        nonlocal base
+        if base is None:
+            base = run(block, x, encoder_output, padding)
+        return base
+
+    def keeps_shape():
+        baseline()
+
+    def future_token():
+        out = baseline()
+        changed = x.clone()
+        changed[:, 3] = torch.randn(2, D_MODEL, generator=torch.Generator().manual_seed(9))
+        new = run(block, changed, encoder_output, padding)
+        if not close(new[:, :3], out[:, :3], atol=1e-5):
+            raise Hint(
+                "changing token 3 changed the outputs at positions 0-2: they see the future. "
+                "The decoder's self-attention must be causal (causal=True), hiding key j > "
+                "query i, and not the past"
+            )
+        if close(new[:, 4], out[:, 4], atol=1e-6):
+            raise Hint(
+                "changing token 3 did not change the output at position 4, which may attend "
+                "to it: the self-attention must mix the decoder's tokens (x attends to x)"
+            )
+
+    def reads_encoder():
+        out = baseline()
+        changed = encoder_output.clone()
+        changed[:, 2] += 1.0  # a real token in both sequences
+        new = run(block, x, changed, padding)
+        moved = (new - out).abs().amax(dim=-1)  # (B, T)
+        if close(moved, torch.zeros_like(moved), atol=1e-7):
+            raise Hint(
+                "changing the encoder output changed nothing: the cross-attention must take "
+                "its keys and values from encoder_output (context=encoder_output)"
+            )
+        if bool((moved[:, 0] < 1e-7).any()):
+            raise Hint(
+                "changing encoder token 2 did not change decoder position 0: the "
+                "cross-attention must not be causal (causal=False); every decoder position "
+                "may read every real encoder token"
+            )
+
+    def residuals():
+        zeroed = copy.deepcopy(block)
+        with torch.no_grad():
+            for parameter in zeroed.parameters():
+                parameter.zero_()
+        out = run(zeroed, x, encoder_output, padding)
+        if not close(out, x, atol=1e-5):
+            raise Hint(
+                "with every parameter set to 0 both attention layers output 0, so the block "
+                "should return x unchanged; yours does not: a residual connection is missing "
+                "(x = x + self_attention(x); x = x + cross_attention(x, ...))"
+            )
+
+    def padded_positions_ignored():
+        out = baseline()
+        changed = encoder_output.clone()
+        changed[1, 3:] = 100.0  # the padding slots of sequence 1
+        new = run(block, x, changed, padding)
+        if not close(new, out, atol=1e-5):
+            raise Hint(
+                "changing the encoder output at padded positions changed your output: pass "
+                "encoder_padding_mask as key_padding_mask to the CROSS-attention, so the "
+                "padded encoder keys (columns) are hidden; padding is not applied to the "
+                "decoder's queries (rows) or to its self-attention"
+            )
+
+    def padded_batch_matches_unpadded():
+        out = baseline()
+        alone = run(block, x[1:], encoder_output[1:, :3], torch.zeros(1, 3, dtype=torch.bool))
+        if not close(out[1:], alone, atol=1e-5):
+            raise Hint(
+                "the padded sequence's output differs from running it alone with its 3 real "
+                "encoder tokens: the padded encoder keys must be hidden in the "
+                "cross-attention, and nothing else may change (do not zero or mask decoder "
+                "rows)"
+            )
+
+    def padding_optional():
+        with torch.no_grad():
+            out = block(x.clone(), encoder_output.clone())
+        full = run(block, x, encoder_output, torch.zeros(2, T_ENC, dtype=torch.bool))
+        if not isinstance(out, torch.Tensor) or not close(out, full, atol=1e-5):
+            raise Hint(
+                "block(x, encoder_output) without a padding mask should equal a mask of all "
+                "False: give encoder_padding_mask the default None"
+            )
+
+    return [
+        ("earlier outputs ignore a changed future token", future_token),
+        ("every position reads the encoder output", reads_encoder),
+        Guard("keeps the (B, T, d_model) shape", keeps_shape),
+        Guard("padded batch equals unpadded runs", padded_batch_matches_unpadded),
+        Guard("padded encoder positions change nothing", padded_positions_ignored),
+        Guard("residual connections (all-zero parameters give x)", residuals),
+        Guard("works without a padding mask", padding_optional),
     ]

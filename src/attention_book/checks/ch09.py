@@ -2,6 +2,8 @@
 
 * :func:`flops` - ``ex-09-flops``: the FLOPs of one multi-head attention forward pass.
 * :func:`kv_step` - ``ex-09-kv-step``: one decoding step with a KV cache.
+* :func:`chunk_mask` - ``ex-09-chunk-mask``: the lower-right causal mask of new tokens that
+  attend to cached ones (checked on many sizes and by chunked decoding).
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ import numbers
 
 import torch
 
-from .core import Hint, close, register
+from .core import Guard, Hint, close, register
 
-__all__ = ["flops", "kv_step"]
+__all__ = ["flops", "kv_step", "chunk_mask"]
 
 
 # ---------------------------------------------------------------- ex-09-flops
@@ -29,24 +31,35 @@ def _reference_flops(B, T, d, H):
     return _projections(B, T, d) + _core(B, T, d)
 
 
-_FLOP_CASES = [(1, 6, 4, 2), (2, 10, 12, 3), (8, 1024, 768, 12), (3, 7, 5, 1)]
+# the chapter's GPT-2 sizes, small odd sizes, one token, a wide model
+_FLOP_CASES = [(1, 6, 4, 2), (2, 10, 12, 3), (8, 1024, 768, 12), (3, 7, 5, 1),
+               (1, 1, 8, 2), (5, 2, 1536, 24)]
 
 
 def _flops_diagnosis(answer, B, T, d, H) -> str:
     """A hint when ``answer`` equals a typical wrong count, else an empty string."""
     proj, core = _projections(B, T, d), _core(B, T, d)
+    causal_core = 2 * 2 * B * (T * (T + 1) // 2) * d
     wrong = [
         ((proj + core) / 2, "your count is half the expected one: you counted multiply-adds. "
          "A multiply-add is 2 FLOPs, so an (m, n) @ (n, p) product costs 2 * m * n * p"),
-        (proj + H * core, "the attention core is counted once per head with all d columns: each of "
-         "the H heads has only d / H columns, so together the heads cost as much as one head of d "
-         "columns (2 * B * T^2 * d per product), whatever H is"),
+        (proj + H * core, "the attention core is counted once per head with all d columns: each "
+         "of the H heads has only d / H columns, so together the heads cost as much as one head "
+         "of d columns (2 * B * T^2 * d per product), whatever H is"),
+        (proj + core / H, "the attention core is counted for one head of d / H columns only: "
+         "there are H such heads, together 2 * B * T^2 * d per product"),
         (core, "only the attention core is counted: add the four projections W_query, W_key, "
          "W_value and out_proj, each 2 * B * T * d * d"),
-        (proj, "only the projections are counted: add Q K^T and weights @ V, each 2 * B * T^2 * d"),
-        (proj + core / 2, "only one of the two T x T products is counted: the scores Q K^T and the "
-         "context weights @ V each cost 2 * B * T^2 * d"),
+        (proj, "only the projections are counted: add Q K^T and weights @ V, each "
+         "2 * B * T^2 * d"),
+        (proj + core / 2, "only one of the two T x T products is counted: the scores Q K^T and "
+         "the context weights @ V each cost 2 * B * T^2 * d"),
         (3 * proj / 4 + core, "three projections are counted: out_proj (d x d) is the fourth"),
+        (proj + 4 * B * T * d * d, "the T x T products are counted like the projections "
+         "(T * d * d): the scores (T, d/H) @ (d/H, T) of a head cost 2 * T * T * d/H, so both "
+         "products together grow like T^2: 4 * B * T^2 * d"),
+        (proj + causal_core, "you counted only the causal half of the T x T pairs: the exercise "
+         "asks for all T * T pairs (MultiHeadAttention computes every score before masking)"),
     ]
     for value, hint in wrong:
         if math.isclose(float(answer), float(value), rel_tol=1e-9):
@@ -74,9 +87,10 @@ def flops(attention_flops):
             if math.isclose(float(answer), expected, rel_tol=1e-9):
                 return
             hint = _flops_diagnosis(answer, B, T, d, H)
-            raise Hint(hint or f"for B={B}, T={T}, d={d}, H={H} expected {expected:,} FLOPs, got "
-                       f"{answer:,}; count the four projections (2 * B * T * d * d each) and the two "
-                       "T x T products (2 * B * T^2 * d each)")
+            raise Hint(hint or f"for B={B}, T={T}, d={d}, H={H} expected {expected:,} FLOPs, "
+                       f"got {answer:,}; count the four projections (2 * B * T * d * d each) "
+                       "and the two T x T products (2 * B * T^2 * d each), as a formula in "
+                       "B, T and d (not numbers that fit one example)")
         return test
 
     def heads_do_not_matter():
@@ -86,7 +100,9 @@ def flops(attention_flops):
                        "heads of d / H columns does not change the number of multiply-adds")
 
     tests = [(f"B={B}, T={T}, d={d}, H={H}", case(B, T, d, H)) for B, T, d, H in _FLOP_CASES]
-    return tests + [("the count does not depend on the number of heads", heads_do_not_matter)]
+    # a constant (a non-attempt) does not depend on H either: a guard
+    return tests + [Guard("the count does not depend on the number of heads",
+                          heads_do_not_matter)]
 
 
 # ---------------------------------------------------------------- ex-09-kv-step
@@ -104,8 +120,9 @@ def _tensors(*shape, seed):
 
 def _unpack(out):
     if not isinstance(out, (tuple, list)) or len(out) != 3:
+        length = f" of length {len(out)}" if isinstance(out, (tuple, list)) else ""
         raise Hint(f"decode_step should return three tensors (context, keys, values), got "
-                   f"{type(out).__name__}{'' if not isinstance(out, (tuple, list)) else f' of length {len(out)}'}")
+                   f"{type(out).__name__}{length}")
     if not all(isinstance(t, torch.Tensor) for t in out):
         raise Hint("decode_step should return three tensors (context, keys, values)")
     return [t.detach().float() for t in out]
@@ -123,9 +140,10 @@ def kv_step(decode_step):
         context, keys, values = _unpack(decode_step(*[tensor.clone() for tensor in inputs]))
     except RuntimeError as err:
         if "must match" in str(err) or "size" in str(err):
-            raise Hint(f"your code failed on a cache of shape (B, H, t, hd) = {(B, H, t, hd)} and a "
-                       f"new token of shape {(B, H, 1, hd)} ({str(err).splitlines()[0]}); append "
-                       "along the token dimension, torch.cat([cache_keys, new_key], dim=-2)") from None
+            raise Hint(f"your code failed on a cache of shape (B, H, t, hd) = {(B, H, t, hd)} and "
+                       f"a new token of shape {(B, H, 1, hd)} ({str(err).splitlines()[0]}); "
+                       "append along the token dimension, "
+                       "torch.cat([cache_keys, new_key], dim=-2)") from None
         raise
     expected_context, expected_keys, expected_values = _reference_step(*originals)
 
@@ -133,11 +151,12 @@ def kv_step(decode_step):
         for name, got in (("keys", keys), ("values", values)):
             if got.shape == (B, H, t, hd):
                 raise Hint(f"the returned {name} still have {t} tokens: append the new token's "
-                           f"{name[:-1]} to the cache, torch.cat([cache_{name}, new_{name[:-1]}], dim=-2)")
+                           f"{name[:-1]} to the cache, "
+                           f"torch.cat([cache_{name}, new_{name[:-1]}], dim=-2)")
             if got.shape != (B, H, t + 1, hd):
                 raise Hint(f"expected the returned {name} to have shape (B, H, t + 1, hd) = "
-                           f"{(B, H, t + 1, hd)}, got {tuple(got.shape)}; concatenate along the token "
-                           "dimension, dim=-2 (dim=1 is the heads, dim=-1 the features)")
+                           f"{(B, H, t + 1, hd)}, got {tuple(got.shape)}; concatenate along the "
+                           "token dimension, dim=-2 (dim=1 is the heads, dim=-1 the features)")
 
     def cache_order():
         cache_grows()
@@ -159,31 +178,35 @@ def kv_step(decode_step):
         context_shape()
         if close(context, expected_context, atol=1e-5):
             return
-        only_cache = torch.softmax(query @ cache_keys.transpose(-2, -1) / math.sqrt(hd), -1) @ cache_values
+        only_cache = torch.softmax(query @ cache_keys.transpose(-2, -1) / math.sqrt(hd),
+                                   -1) @ cache_values
         wrong = [
-            (only_cache, "the new token does not attend to itself: attend over the cache AND the "
-             "new key/value (concatenate first, then attend)"),
+            (only_cache, "the new token does not attend to itself: attend over the cache AND "
+             "the new key/value (concatenate first, then attend)"),
             (torch.softmax(query @ expected_keys.transpose(-2, -1), -1) @ expected_values,
              "the scores are not scaled: divide them by sqrt(head_dim) before the softmax"),
-            (new_value.expand_as(context), "the new token attends only to itself; it must see every "
-             "cached token too. If you used F.scaled_dot_product_attention(..., is_causal=True): "
-             "with one query and t + 1 keys its mask is aligned top-left and hides almost "
-             "everything, so call it without is_causal (the new token may see all earlier tokens)"),
+            (new_value.expand_as(context), "the new token attends only to itself; it must see "
+             "every cached token too. If you used F.scaled_dot_product_attention(..., "
+             "is_causal=True): with one query and t + 1 keys its mask is aligned top-left and "
+             "hides almost everything, so call it without is_causal"),
             (cache_values[..., :1, :], "the query sees only the first key: "
-             "F.scaled_dot_product_attention(..., is_causal=True) aligns its mask top-left, which "
-             "is wrong for one query and t + 1 keys; drop is_causal (the new token may see all "
-             "earlier tokens)"),
-            (torch.softmax(query @ expected_keys.transpose(-2, -1) / math.sqrt(hd), -2) @ expected_values,
+             "F.scaled_dot_product_attention(..., is_causal=True) aligns its mask top-left, "
+             "which is wrong for one query and t + 1 keys; drop is_causal (the new token may "
+             "see all earlier tokens)"),
+            (torch.softmax(query @ expected_keys.transpose(-2, -1) / math.sqrt(hd), -2)
+             @ expected_values,
              "the softmax runs over the wrong dimension: normalise over the keys, dim=-1"),
         ]
         for candidate, hint in wrong:
             if close(context, candidate, atol=1e-5):
                 raise Hint(hint)
-        raise Hint("the context differs from softmax(q k^T / sqrt(hd)) @ v over all t + 1 tokens")
+        raise Hint("the context differs from softmax(q k^T / sqrt(hd)) @ v over all t + 1 "
+                   "tokens")
 
     def empty_cache():
         empty = torch.zeros(B, H, 0, hd)
-        got_context, got_keys, _ = _unpack(decode_step(query, new_key, new_value, empty, empty))
+        got_context, got_keys, _ = _unpack(decode_step(query.clone(), new_key.clone(),
+                                                       new_value.clone(), empty, empty))
         if got_keys.shape != (B, H, 1, hd) or not close(got_context, new_value, atol=1e-5):
             raise Hint("with an empty cache (t = 0) the first token attends only to itself, so "
                        "its context equals its value; make the code work for cache tensors of "
@@ -199,22 +222,136 @@ def kv_step(decode_step):
         for position in range(T):
             step = slice(position, position + 1)
             ctx, cached_k, cached_v = _unpack(decode_step(
-                queries[..., step, :], all_keys[..., step, :], all_values[..., step, :], cached_k, cached_v))
+                queries[..., step, :].clone(), all_keys[..., step, :].clone(),
+                all_values[..., step, :].clone(), cached_k, cached_v))
             if not close(ctx, full[..., step, :], atol=1e-5):
-                raise Hint(f"decoding token by token differs from full causal attention at position "
-                           f"{position}: pass the returned keys and values back in as the next cache")
+                raise Hint(f"decoding token by token differs from full causal attention at "
+                           f"position {position}: pass the returned keys and values back in as "
+                           "the next cache")
 
     def inputs_untouched():
         decode_step(*inputs)
         if not all(torch.equal(a, b) for a, b in zip(inputs, originals)):
-            raise Hint("your function changed its input tensors in place; return new tensors")
+            raise Hint("your function changed its input tensors in place (e.g. query /= ... or "
+                       "cache_keys.copy_); compute new tensors instead")
 
     return [
         ("the cache grows by one token", cache_grows),
         ("old tokens first, then the new one", cache_order),
-        ("the context has shape (B, H, 1, hd)", context_shape),
+        Guard("the context has shape (B, H, 1, hd)", context_shape),
         ("the context attends over all t + 1 tokens", context_values),
         ("works with an empty cache", empty_cache),
         ("token by token equals full causal attention", matches_full_attention),
-        ("leaves the inputs unchanged", inputs_untouched),
+        Guard("leaves the inputs unchanged", inputs_untouched),
+    ]
+
+
+# ---------------------------------------------------------------- ex-09-chunk-mask
+def _reference_chunk_mask(num_new: int, num_cached: int) -> torch.Tensor:
+    ones = torch.ones(num_new, num_cached + num_new, dtype=torch.bool)
+    return torch.triu(ones, diagonal=num_cached + 1)
+
+
+_CHUNK_CASES = [(3, 4), (4, 0), (2, 1), (5, 7)]  # num_new = 1: a guard below
+
+
+def _chunk_diagnosis(got: torch.Tensor, num_new: int, num_cached: int) -> str:
+    ones = torch.ones(num_new, num_cached + num_new, dtype=torch.bool)
+    expected = _reference_chunk_mask(num_new, num_cached)
+    wrong = [
+        (~expected, "True must mean hidden (the book's convention): your mask is True where a "
+         "query may attend; return its negation"),
+        (torch.triu(ones, diagonal=1), "your mask is aligned to the upper left (query i sees "
+         "keys 0..i, what is_causal=True does): new token i sits at position num_cached + i, "
+         "so it sees keys 0..num_cached + i"),
+        (torch.triu(ones, diagonal=num_cached), "a new token does not see itself: the diagonal "
+         "is off by one (hide key j only when j > num_cached + i)"),
+        (torch.triu(ones, diagonal=num_cached + 2), "a new token sees the token after it: the "
+         "diagonal is off by one the other way (hide key j when j > num_cached + i)"),
+        (torch.zeros_like(ones), "nothing is hidden: a new token must not see the new tokens "
+         "after it"),
+    ]
+    for candidate, hint in wrong:
+        if torch.equal(got, candidate):
+            return hint
+    return ""
+
+
+def _as_mask(answer, num_new: int, num_cached: int) -> torch.Tensor:
+    if not isinstance(answer, torch.Tensor):
+        raise Hint(f"chunk_mask should return a torch.Tensor, got {type(answer).__name__}")
+    shape = (num_new, num_cached + num_new)
+    if answer.shape == (num_new, num_new) and num_cached:
+        raise Hint(f"the mask has shape {tuple(answer.shape)}: it must also cover the "
+                   f"{num_cached} cached keys, shape (num_new, num_cached + num_new) = {shape}")
+    if answer.shape == shape[::-1] and shape[0] != shape[1]:
+        raise Hint(f"the mask is transposed: rows are the new queries, columns all keys, shape "
+                   f"(num_new, num_cached + num_new) = {shape}")
+    if answer.shape != shape:
+        raise Hint(f"expected shape (num_new, num_cached + num_new) = {shape}, got "
+                   f"{tuple(answer.shape)}")
+    if answer.dtype != torch.bool:
+        raise Hint(f"return a bool tensor (True = hidden), got dtype {answer.dtype}; "
+                   "e.g. build it from torch.ones(..., dtype=torch.bool)")
+    return answer.cpu()
+
+
+@register("ex-09-chunk-mask", "A causal mask for new tokens")
+def chunk_mask(chunk_mask):
+    """Check ``chunk_mask(num_new, num_cached) -> (num_new, num_cached + num_new)`` bool."""
+
+    def shape():
+        _as_mask(chunk_mask(3, 4), 3, 4)
+
+    def case(num_new, num_cached):
+        def test():
+            got = _as_mask(chunk_mask(num_new, num_cached), num_new, num_cached)
+            if torch.equal(got, _reference_chunk_mask(num_new, num_cached)):
+                return
+            hint = _chunk_diagnosis(got, num_new, num_cached)
+            raise Hint(hint or f"for num_new={num_new}, num_cached={num_cached} the mask should "
+                       f"hide key j from new token i exactly when j > num_cached + i; got\n"
+                       f"{got.int()}")
+        return test
+
+    def no_cache_is_causal():
+        got = _as_mask(chunk_mask(5, 0), 5, 0)
+        causal = torch.triu(torch.ones(5, 5, dtype=torch.bool), diagonal=1)
+        if not torch.equal(got, causal):
+            raise Hint("with an empty cache (num_cached=0) the mask must be chapter 7's causal "
+                       "mask, torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)")
+
+    def one_new_token_sees_everything():
+        got = _as_mask(chunk_mask(1, 6), 1, 6)
+        if got.any():
+            raise Hint("one new token comes after every cached token, so it may see all of "
+                       "them and itself: its row hides nothing")
+
+    def chunked_decoding():
+        T, hd = 9, 4
+        generator = torch.Generator().manual_seed(11)
+        q, k, v = (torch.randn(1, 2, T, hd, generator=generator) for _ in range(3))
+        hide = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+        scores = (q @ k.transpose(-2, -1) / math.sqrt(hd)).masked_fill(hide, float("-inf"))
+        full = torch.softmax(scores, dim=-1) @ v
+        start = 0
+        for size in (3, 1, 2, 3):
+            end = start + size
+            mask = _as_mask(chunk_mask(size, start), size, start)
+            part = (q[..., start:end, :] @ k[..., :end, :].transpose(-2, -1)) / math.sqrt(hd)
+            out = torch.softmax(part.masked_fill(mask, float("-inf")), dim=-1) @ v[..., :end, :]
+            if not close(out, full[..., start:end, :], atol=1e-5):
+                raise Hint(f"decoding in chunks of 3, 1, 2, 3 tokens with your mask differs "
+                           f"from one causal pass over all {T} tokens in the chunk of tokens "
+                           f"{start}..{end - 1}: each new token must see the cached tokens, "
+                           "itself and the new tokens before it")
+            start = end
+
+    tests = [Guard("a (num_new, num_cached + num_new) bool mask", shape)]
+    tests += [(f"num_new={n}, num_cached={c}", case(n, c)) for n, c in _CHUNK_CASES]
+    return tests + [
+        ("an empty cache gives the causal mask", no_cache_is_causal),
+        # an all-False mask (a non-attempt) also hides nothing here: a guard
+        Guard("one new token sees everything", one_new_token_sees_everything),
+        ("chunked decoding equals one causal pass", chunked_decoding),
     ]

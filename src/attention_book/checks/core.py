@@ -13,10 +13,37 @@ Writing one::
             out = add_positions(torch.zeros(2, 4, 3), torch.nn.Embedding(8, 3))
             if out.shape != (2, 4, 3):
                 raise Hint(f"expected shape (2, 4, 3), got {tuple(out.shape)}; ...")
-        return [("keeps the (B, T, C) shape", shape), ...]
+        def values():
+            ...  # compare with the expected numbers; raise Hint naming the mistake
+        def untouched():
+            ...  # the input tensor is unchanged after the call
+        return [
+            ("adds the position vectors", values),
+            Guard("keeps the (B, T, C) shape", shape),  # a non-attempt keeps the shape too
+            Guard("input unchanged", untouched),
+        ]
 
 The decorator turns the returned list of tests into a verdict and records it in :data:`HISTORY`,
 which the autograder reads after running a submission.
+
+Three rules make a verdict honest:
+
+* **Non-attempts score 0.** An answer that still raises ``NotImplementedError`` is "not
+  implemented yet". A :class:`Guard` (a test of a property that a non-attempt also has, such as
+  "input unchanged", "keeps the shape", "does not call torch.softmax") only counts once at least
+  one ordinary (value) test passes; otherwise it counts as failed, so returning zeros or the input
+  unchanged scores 0.
+* **Write your own.** :func:`register` refuses an answer that *is* or *uses* the package's own
+  finished code (defined in ``attention_book``, or whose code imports or calls it): the verdict
+  says "write your own" and scores 0. ``register(..., allowed=[...])`` lists package objects an
+  exercise may use (e.g. building a decoder block from the package's attention modules).
+* **Rules in the task text are checked.** :func:`answer_source` reads the source of a function or
+  class (in a notebook, a script or :func:`tests.wrong_answers.load_answer`), and :func:`calls`
+  tells which dotted names it calls, e.g. ``calls(fn, ["torch.softmax", "F.softmax",
+  "softmax", "log_softmax"])`` for "without torch.softmax".
+
+Banners name exercises by their chapter number ("Exercise 3.2"), the same number as on the site,
+in the student release and in the grader's CSV (see :mod:`attention_book.checks.numbering`).
 """
 
 from __future__ import annotations
@@ -25,13 +52,49 @@ import functools
 import html
 import traceback
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, Iterable, List, NamedTuple, Sequence, Tuple, Union
 
-__all__ = ["Hint", "Verdict", "register", "REGISTRY", "HISTORY", "history_as_dict", "close"]
+from .answers import WRITE_YOUR_OWN, answer_source, calls, package_use
+from .numbering import exercise_name
+
+__all__ = [
+    "Hint",
+    "Verdict",
+    "Guard",
+    "register",
+    "run_tests",
+    "answer_source",
+    "calls",
+    "package_use",
+    "REGISTRY",
+    "HISTORY",
+    "history_as_dict",
+    "close",
+    "NOT_IMPLEMENTED",
+    "WRITE_YOUR_OWN",
+]
+
+NOT_IMPLEMENTED = "not implemented yet"
+GUARD_HINT = (
+    "this check counts once your answer's values are right: no value check passed yet"
+)
 
 
 class Hint(Exception):
     """Raised by a test to say what is wrong and how to fix it (shown to the reader)."""
+
+
+class Guard(NamedTuple):
+    """A test that only counts once the answer's values are right.
+
+    Use it for properties a non-attempt also has: "input unchanged", "keeps the shape",
+    "written without torch.softmax". If no ordinary test of the list passes, every guard counts
+    as failed (with its own hint if it failed, else :data:`GUARD_HINT`), so a non-attempt scores 0.
+    It unpacks like the ``(name, test)`` pairs it sits between.
+    """
+
+    name: str
+    test: Callable[[], None]
 
 
 @dataclass
@@ -41,6 +104,7 @@ class Verdict:
     passed: List[str] = field(default_factory=list)
     failed: List[Tuple[str, str]] = field(default_factory=list)  # (test name, hint)
     not_implemented: bool = False
+    write_your_own: str = ""  # why the answer was refused (it is or uses the package's code)
 
     @property
     def total(self) -> int:
@@ -48,14 +112,22 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
-        return not self.failed and not self.not_implemented and self.total > 0
+        return (
+            not self.failed and not self.not_implemented and not self.write_your_own
+            and self.total > 0
+        )
 
     @property
     def score(self) -> float:
         """Fraction of the tests passed (0.0 - 1.0): the autograder's partial credit."""
-        if self.not_implemented or self.total == 0:
+        if self.not_implemented or self.write_your_own or self.total == 0:
             return 0.0
         return len(self.passed) / self.total
+
+    @property
+    def name(self) -> str:
+        """"Exercise 3.2": the number the site, the release and the grader use."""
+        return exercise_name(self.exercise)
 
     def as_dict(self) -> dict:
         return {
@@ -65,24 +137,29 @@ class Verdict:
             "passed": list(self.passed),
             "failed": [list(f) for f in self.failed],
             "not_implemented": self.not_implemented,
+            "write_your_own": self.write_your_own,
         }
 
     def summary(self) -> str:
         if self.not_implemented:
-            return f"{self.exercise}: not implemented yet"
+            return f"{self.name}: {NOT_IMPLEMENTED}"
+        if self.write_your_own:
+            return f"{self.name}: {WRITE_YOUR_OWN}: {self.write_your_own}"
         if self.ok:
-            return f"{self.exercise}: all {self.total} checks passed"
-        return f"{self.exercise}: {len(self.passed)}/{self.total} checks passed; " + "; ".join(
+            return f"{self.name}: all {self.total} checks passed"
+        return f"{self.name}: {len(self.passed)}/{self.total} checks passed; " + "; ".join(
             hint for _, hint in self.failed
         )
 
     def __str__(self) -> str:
-        head = f"[{self.exercise}] {self.title}"
+        head = f"{self.name}: {self.title}"
         if self.not_implemented:
             return (
-                f"{head}\n  ... not implemented yet: replace the line "
+                f"{head}\n  ... {NOT_IMPLEMENTED}: replace the line "
                 "`raise NotImplementedError(...)` with your code and run the cell again."
             )
+        if self.write_your_own:
+            return f"{head}\n  ... {WRITE_YOUR_OWN}: {self.write_your_own}"
         lines = [head]
         lines += [f"  PASS  {name}" for name in self.passed]
         lines += [f"  FAIL  {name}\n        hint: {hint}" for name, hint in self.failed]
@@ -110,7 +187,7 @@ class Verdict:
         )
 
 
-Test = Tuple[str, Callable[[], None]]
+Test = Union[Tuple[str, Callable[[], None]], Guard]
 
 #: exercise id -> self-check function
 REGISTRY: Dict[str, Callable[..., Verdict]] = {}
@@ -124,15 +201,21 @@ def _describe(exc: BaseException) -> str:
     return f"your code raised {type(exc).__name__}: {exc}{where}"
 
 
-def run_tests(exercise: str, title: str, tests: List[Test]) -> Verdict:
-    """Run named tests; a test passes unless it raises. Never raises itself."""
+def run_tests(exercise: str, title: str, tests: Sequence[Test]) -> Verdict:
+    """Run named tests; a test passes unless it raises. Never raises itself.
+
+    A :class:`Guard` that passed is turned into a failure when no ordinary test passed.
+    """
     verdict = Verdict(exercise, title)
-    for name, test in tests:
+    guards: List[str] = []
+    values_passed = 0
+    for entry in tests:
+        name, test = entry
         try:
             test()
         except NotImplementedError:
             verdict.not_implemented = True
-            verdict.failed.append((name, "not implemented yet"))
+            verdict.failed.append((name, NOT_IMPLEMENTED))
             break
         except Hint as hint:
             verdict.failed.append((name, str(hint)))
@@ -143,19 +226,64 @@ def run_tests(exercise: str, title: str, tests: List[Test]) -> Verdict:
             verdict.failed.append((name, _describe(err)))
         else:
             verdict.passed.append(name)
+            if isinstance(entry, Guard):
+                guards.append(name)
+            else:
+                values_passed += 1
+    if guards and not values_passed:
+        order = {entry[0]: index for index, entry in enumerate(tests)}
+        verdict.passed = [name for name in verdict.passed if name not in guards]
+        verdict.failed += [(name, GUARD_HINT) for name in guards]
+        verdict.failed.sort(key=lambda failure: order.get(failure[0], len(order)))
     HISTORY[exercise] = verdict
     return verdict
 
 
-def register(exercise: str, title: str):
-    """Decorator: the wrapped function returns a list of ``(name, test)``; the caller gets a Verdict.
+def _check_tests(exercise: str, tests) -> List[Test]:
+    """The list a check returned, validated (a mistake here is the check author's, not the reader's)."""
+    tests = list(tests)
+    for entry in tests:
+        if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str)
+                and callable(entry[1])):
+            raise TypeError(
+                f"{exercise}: a self-check must return (name, test) pairs or Guard(name, test), "
+                f"got {entry!r}"
+            )
+    if tests and all(isinstance(entry, Guard) for entry in tests):
+        raise ValueError(
+            f"{exercise}: every test is a Guard, so no answer could ever pass: make at least "
+            "one test an ordinary (name, test) pair that checks the answer's values"
+        )
+    return tests
 
-    Building the list may itself call the reader's code; a crash there is reported, not raised.
+
+def register(exercise: str, title: str, allowed: Iterable[Union[str, object]] = ()):
+    """Decorator: the wrapped function returns a list of tests; the caller gets a Verdict.
+
+    Each test is a ``(name, test)`` pair or a :class:`Guard`. Building the list may itself call
+    the reader's code; a crash there is reported, not raised. Every argument that is a function,
+    a class or an object of a class is first inspected with :func:`package_use`: an answer that
+    is or uses the package's own code gets "write your own" and 0 points, unless what it uses is
+    in ``allowed`` (dotted names such as ``"attention_book.multihead.MultiHeadAttention"``, or the
+    objects themselves).
     """
+    allowed = tuple(allowed)
 
     def decorate(make_tests: Callable[..., List[Test]]) -> Callable[..., Verdict]:
         @functools.wraps(make_tests)
         def check(*args, **kwargs) -> Verdict:
+            for answer in list(args) + list(kwargs.values()):
+                try:
+                    used = package_use(answer, allowed)
+                except Exception:  # an odd object we cannot inspect: let the tests judge it
+                    used = ""
+                if used:
+                    verdict = Verdict(exercise, title, write_your_own=used)
+                    verdict.failed.append(
+                        ("written by you, not taken from attention_book", f"{WRITE_YOUR_OWN}: {used}")
+                    )
+                    HISTORY[exercise] = verdict
+                    return verdict
             try:
                 tests = make_tests(*args, **kwargs)
             except NotImplementedError:
@@ -166,10 +294,11 @@ def register(exercise: str, title: str):
                 tests = [("answer", _raiser(Hint(str(hint))))]
             except Exception as err:
                 tests = [("answer runs", _raiser(Hint(_describe(err))))]
-            return run_tests(exercise, title, tests)
+            return run_tests(exercise, title, _check_tests(exercise, tests))
 
         check.exercise = exercise  # type: ignore[attr-defined]
         check.title = title  # type: ignore[attr-defined]
+        check.allowed = allowed  # type: ignore[attr-defined]
         REGISTRY[exercise] = check
         return check
 

@@ -1,159 +1,36 @@
-"""The explorer widgets: an anywidget whose JavaScript (``explorer.js``) does the attention math.
+"""The explorer widgets: anywidgets whose JavaScript (``explorer.js``) does the attention math.
 
-Python validates the reader's tensors and hands them to the browser as traits (nested lists of
-floats). Moving a slider sets a trait in the browser, which ipywidgets syncs back to Python; setting
-a trait in Python (``explorer.d_k = 2``) redraws the view.
-
-For the static book (``ATTENTION_BOOK_STATIC=1``, set by ``make book``) every explorer also returns
-a self-contained ``text/html`` fallback: a ``<div>`` plus an inline ``<script type="module">`` that
-runs the same module against a tiny stand-in for the widget model, so the published page stays
-interactive without a kernel, a widget manager or any outside script.
+Python validates the reader's tensors (``_inputs``) and hands them to the browser as traits (nested
+lists of floats). Moving a slider sets a trait in the browser, which ipywidgets syncs back to
+Python; setting a trait in Python (``explorer.d_k = 2``) redraws the view. In the book build each
+widget also returns its static HTML version (``_static``). ``attention_weights()`` recomputes what
+is drawn with the book's attention core, ``attention_book.functional``.
 """
 
 from __future__ import annotations
 
-import base64
-import functools
-import gzip
-import hashlib
-import itertools
-import json
 import math
-import os
-import pathlib
-import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import anywidget
 import ipywidgets
 import torch
 import traitlets
 
-STATIC_ENV = "ATTENTION_BOOK_STATIC"
-_HERE = pathlib.Path(__file__).parent
-_ESM = (_HERE / "explorer.js").read_text(encoding="utf-8")
-_CSS = (_HERE / "explorer.css").read_text(encoding="utf-8")
+from ..functional import scaled_dot_product_attention
+from ._inputs import ExplorerInputError, Matrix, check_heads, check_int, check_projection
+from ._static import CSS, ESM, static_build, static_html
+
+__all__ = ["DkExplorer", "HeadsExplorer", "MaskExplorer", "TrainingPlayback"]
+
 _IPYWIDGETS_MAJOR = int(ipywidgets.__version__.split(".")[0])
-_EXPORT_LINE = "export default { render };"
-_static_counter = itertools.count(1)
-
-
-class ExplorerInputError(ValueError, traitlets.TraitError):
-    """Bad input for an explorer. A ``ValueError`` (and a ``TraitError`` so traitlets rolls back)."""
-
-
-# --------------------------------------------------------------------------- conversion helpers
-
-
-def _to_matrix(name: str, value: Any, *, allow_linear: bool = False) -> List[List[float]]:
-    """Turn a tensor / array / nested list (or an nn.Linear) into a finite 2-D list of floats."""
-    if isinstance(value, torch.nn.Linear):
-        if not allow_linear:
-            raise ExplorerInputError(f"{name} must be a tensor, not an nn.Linear")
-        value = value.weight.T  # nn.Linear stores (d_out, d_in); the book uses x @ W with (d_in, d_out)
-    if isinstance(value, torch.nn.Module):
-        raise TypeError(f"{name} must be a tensor or an nn.Linear, got {type(value).__name__}")
-    try:
-        tensor = torch.as_tensor(value.detach() if isinstance(value, torch.Tensor) else value)
-    except (TypeError, ValueError, RuntimeError) as error:
-        raise TypeError(
-            f"{name} must be a 2-D tensor, array or nested list of numbers, got {type(value).__name__} ({error})"
-        ) from None
-    if tensor.dtype == torch.bool or tensor.is_complex() or not (tensor.is_floating_point() or tensor.dtype in (
-        torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8
-    )):
-        raise TypeError(f"{name} must hold real numbers, got dtype {tensor.dtype}")
-    if tensor.ndim != 2:
-        raise ExplorerInputError(f"{name} must be 2-D, got shape {tuple(tensor.shape)}")
-    if tensor.shape[0] == 0 or tensor.shape[1] == 0:
-        raise ExplorerInputError(f"{name} is empty (shape {tuple(tensor.shape)})")
-    tensor = tensor.cpu().to(torch.float64)  # exact: every float32 value is a float64 value
-    bad = (~torch.isfinite(tensor)).nonzero()
-    if len(bad):
-        row, col = bad[0].tolist()
-        raise ExplorerInputError(
-            f"{name} contains a non-finite value ({tensor[row, col].item()}) at [{row}, {col}]: "
-            "pass finite numbers (check for a division by zero or an exploding training run)"
-        )
-    return tensor.tolist()
-
-
-def _to_tokens(tokens: Any) -> List[str]:
-    if isinstance(tokens, str) or not isinstance(tokens, Sequence):
-        raise TypeError(
-            f"tokens must be a list of strings, one per row of inputs, got {type(tokens).__name__}"
-            + (" (split the sentence into words first)" if isinstance(tokens, str) else "")
-        )
-    bad = [t for t in tokens if not isinstance(t, str)]
-    if bad:
-        raise TypeError(f"tokens must be strings, got {bad[0]!r} ({type(bad[0]).__name__})")
-    if len(tokens) == 0:
-        raise ExplorerInputError("tokens is empty: pass one label per row of inputs")
-    return list(tokens)
-
-
-def _check_int(name: str, value: Any, low: int, high: int, hint: str = "") -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            import numpy as np  # numpy integers are fine too
-
-            if isinstance(value, np.integer):
-                value = int(value)
-        except ImportError:  # pragma: no cover
-            pass
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
-    if not low <= value <= high:
-        raise ExplorerInputError(f"{name}={value} is out of range: choose {name} from {low} to {high}{hint}")
-    return value
-
-
-def divisors(n: int) -> Tuple[int, ...]:
-    """The numbers of heads that split ``n`` projection columns evenly."""
-    return tuple(k for k in range(1, n + 1) if n % k == 0)
-
-
-def _check_projection(tokens: List[str], inputs: list, w_query: list, w_key: list) -> None:
-    """Shapes must chain: (T, d_in) @ (d_in, d_out), with one token per row and W_q, W_k alike."""
-    num_tokens, d_in = len(inputs), len(inputs[0])
-    if len(tokens) != num_tokens:
-        raise ExplorerInputError(
-            f"there are {len(tokens)} tokens but inputs has {num_tokens} rows: "
-            "pass one token label per row of inputs"
-        )
-    for name, matrix in (("W_query", w_query), ("W_key", w_key)):
-        if len(matrix) != d_in:
-            raise ExplorerInputError(
-                f"{name} has shape ({len(matrix)}, {len(matrix[0])}) but inputs has d_in={d_in} columns: "
-                f"{name} must be (d_in, d_out) = ({d_in}, ...) for x @ {name}"
-                + (" (it looks transposed: pass its .T)" if len(matrix[0]) == d_in else "")
-            )
-    if len(w_query[0]) != len(w_key[0]):
-        raise ExplorerInputError(
-            f"W_query has d_out={len(w_query[0])} but W_key has d_out={len(w_key[0])}: "
-            "queries and keys need the same width for their dot products"
-        )
-
-
-class _Matrix(traitlets.List):
-    """A list-of-lists trait that also accepts tensors, arrays and (optionally) nn.Linear."""
-
-    def __init__(self, allow_linear: bool = False, **kwargs):
-        super().__init__(**kwargs)
-        self.allow_linear = allow_linear
-
-    def validate(self, obj, value):
-        return _to_matrix(self.name, value, allow_linear=self.allow_linear)
-
-
-# --------------------------------------------------------------------------- the widget classes
 
 
 class _Explorer(anywidget.AnyWidget):
-    """Shared plumbing: the ES module, the CSS and the static HTML fallback."""
+    """Shared plumbing: the ES module, the CSS, joint validation and the static HTML fallback."""
 
-    _esm = _ESM
-    _css = _CSS
+    _esm = ESM
+    _css = CSS
     kind = traitlets.Unicode("").tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
     tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
@@ -177,29 +54,9 @@ class _Explorer(anywidget.AnyWidget):
                     raise ExplorerInputError(f"{type(self).__name__} has no setting {name!r}")
                 setattr(self, name, value)
 
-    # ---- static site -----------------------------------------------------------------------
-    def static_html(self) -> str:
-        """Self-contained HTML (div + inline module script) that renders this explorer without a kernel.
-
-        The module code, the CSS and this explorer's data travel gzip-compressed and base64-encoded
-        (about 8 KB in all); the browser inflates them with ``DecompressionStream``, runs the module
-        against a stand-in widget model, and reuses the module for further explorers on the page.
-        """
-        state = {name: getattr(self, name) for name in self._static_traits}
-        state_json = json.dumps(state, allow_nan=False, separators=(",", ":"))
-        digest = hashlib.sha1(state_json.encode()).hexdigest()[:8]
-        element_id = f"abx-{self.kind}-{next(_static_counter)}-{digest}"
-        code_key, code = _static_payload()
-        return (
-            f'<div class="abx-static" id="{element_id}" data-explorer-root="{self.kind}">'
-            "<p>Interactive explorer: it needs JavaScript and a browser from 2023 or later.</p></div>\n"
-            '<script type="module">\n'
-            f'const id = "{element_id}", key = "{code_key}";\n'
-            f'const code = "{code}";\n'
-            f'const data = "{_gzip_b64(state_json)}";\n'
-            f"{_LOADER}\n"
-            "</script>"
-        )
+    def static_html(self, once_per_page: bool = False) -> str:
+        """Self-contained HTML that renders this explorer on a page with no kernel (see ``_static``)."""
+        return static_html(self.kind, {name: getattr(self, name) for name in self._static_traits}, once_per_page)
 
     def open(self):
         """Open the comm to the front end, except in the static book build.
@@ -208,19 +65,22 @@ class _Explorer(anywidget.AnyWidget):
         executed notebook saves no widget state, which myst-nb would otherwise embed in the page
         (about 27 KB per explorer: the module source and the data a second time).
         """
-        if _static_build():
+        if static_build():
             return
         super().open()
 
+    def _plain_text(self) -> str:
+        return f"<{type(self).__name__}: {len(self.tokens)} tokens>"
+
     def _repr_mimebundle_(self, **kwargs):
-        if _static_build() or self.comm is None:
-            return {"text/plain": _plain_text(self), "text/html": self.static_html()}, {}
+        if static_build() or self.comm is None:
+            return {"text/plain": self._plain_text(), "text/html": self.static_html(once_per_page=True)}, {}
         return super()._repr_mimebundle_(**kwargs)
 
     if _IPYWIDGETS_MAJOR < 8:  # ipywidgets 7 (Colab) displays widgets through _ipython_display_
 
         def _ipython_display_(self, **kwargs):
-            if not (_static_build() or self.comm is None):
+            if not (static_build() or self.comm is None):
                 return super()._ipython_display_(**kwargs)
             from IPython.display import display
 
@@ -228,92 +88,24 @@ class _Explorer(anywidget.AnyWidget):
             display(data, raw=True)
 
 
-def _static_build() -> bool:
-    return os.environ.get(STATIC_ENV) == "1"
-
-
-def _plain_text(explorer: "_Explorer") -> str:
-    return f"<{type(explorer).__name__}: {len(explorer.tokens)} tokens>"
-
-
-# Runs inside the page: inflate the payloads, load the module once per page, render.
-_LOADER = """\
-const inflate = async (b64) => new Response(new Blob([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))]).stream().pipeThrough(new DecompressionStream("gzip"))).text();
-const modules = (window.__abxModules = window.__abxModules || {});
-modules[key] = modules[key] || inflate(code).then((text) => {
-const { css, js } = JSON.parse(text);
-const style = document.createElement("style");
-style.textContent = css;
-document.head.append(style);
-return new Function(js)();
-});
-const explorer = await modules[key];
-const el = document.getElementById(id);
-el.replaceChildren();
-explorer.render({ model: explorer.standInModel(JSON.parse(await inflate(data))), el });"""
-
-# A stand-in for the widget model (get/set/on/off/save_changes): on the static page the explorer's
-# state lives only in the browser. set() fires "change:<name>" at once, as Backbone models do.
-_STAND_IN_MODEL = """\
-function standInModel(state) {
-const handlers = {};
-return {
-get: (name) => state[name],
-set: (name, value) => { if (state[name] === value) return; state[name] = value; (handlers["change:" + name] || []).slice().forEach((f) => f()); },
-on: (event, f) => { (handlers[event] = handlers[event] || []).push(f); },
-off: (event, f) => { if (!event) { for (const key in handlers) delete handlers[key]; return; } handlers[event] = f ? (handlers[event] || []).filter((g) => g !== f) : []; },
-save_changes: () => {},
-send: () => {},
-};
-}"""
-
-
-def _minify_js(source: str) -> str:
-    """Drop comment-only lines, indentation and blank lines (the file is written to allow this)."""
-    lines = []
-    for line in source.splitlines():
-        stripped = line.strip()
-        if stripped and not stripped.startswith("//"):
-            lines.append(stripped)
-    return "\n".join(lines)
-
-
-def _minify_css(source: str) -> str:
-    source = re.sub(r"/\*.*?\*/", "", source, flags=re.S)
-    return "\n".join(line.strip() for line in source.splitlines() if line.strip())
-
-
-def _gzip_b64(text: str) -> str:
-    return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)).decode("ascii")
-
-
-@functools.lru_cache(maxsize=None)
-def _static_payload() -> Tuple[str, str]:
-    """``(key, base64 gzip of {css, js})``; js is the ES module as a function body returning its export."""
-    code = _minify_js(_ESM)
-    if code.count(_EXPORT_LINE) != 1 or not code.rstrip().endswith(_EXPORT_LINE):
-        raise RuntimeError(f"explorer.js must end with the line {_EXPORT_LINE!r}")
-    body = code.replace(_EXPORT_LINE, _STAND_IN_MODEL + "\nreturn { render, standInModel };")
-    payload = json.dumps({"css": _minify_css(_CSS), "js": body}, separators=(",", ":"))
-    return hashlib.sha1(payload.encode()).hexdigest()[:12], _gzip_b64(payload)
-
-
 class _ProjectionExplorer(_Explorer):
     """Explorers that compute weights from inputs and W_query / W_key in the browser."""
 
-    inputs = _Matrix().tag(sync=True)
-    w_query = _Matrix(allow_linear=True).tag(sync=True)
-    w_key = _Matrix(allow_linear=True).tag(sync=True)
+    inputs = Matrix().tag(sync=True)
+    w_query = Matrix(allow_linear=True).tag(sync=True)
+    w_key = Matrix(allow_linear=True).tag(sync=True)
 
     def _weights(self, columns: slice, scale: float, causal: bool) -> torch.Tensor:
-        x = torch.tensor(self.inputs, dtype=torch.float64)
-        queries = x @ torch.tensor(self.w_query, dtype=torch.float64)[:, columns]
-        keys = x @ torch.tensor(self.w_key, dtype=torch.float64)[:, columns]
-        scores = queries @ keys.T * scale
-        if causal:
-            hidden = torch.triu(torch.ones(len(x), len(x), dtype=torch.bool), diagonal=1)
-            scores = scores.masked_fill(hidden, float("-inf"))
-        return torch.softmax(scores, dim=-1)
+        """(T, T) weights of the projection columns ``columns``, through the book's attention core."""
+        x = torch.tensor(self.inputs, dtype=torch.float64)  # (T, d_in)
+        queries = x @ torch.tensor(self.w_query, dtype=torch.float64)[:, columns]  # (T, d)
+        keys = x @ torch.tensor(self.w_key, dtype=torch.float64)[:, columns]  # (T, d)
+        num_tokens = len(x)
+        hidden = None
+        if causal:  # True = hidden: a query never sees a later key
+            hidden = torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(diagonal=1)
+        _, weights = scaled_dot_product_attention(queries, keys, keys, mask=hidden, scale=scale)
+        return weights
 
 
 class DkExplorer(_ProjectionExplorer):
@@ -330,8 +122,8 @@ class DkExplorer(_ProjectionExplorer):
         return proposal["value"]
 
     def _check(self, state):
-        _check_projection(state["tokens"], state["inputs"], state["w_query"], state["w_key"])
-        _check_int("d_k", state["d_k"], 1, len(state["w_query"][0]), " (the number of projection columns used)")
+        check_projection(state["tokens"], state["inputs"], state["w_query"], state["w_key"])
+        check_int("d_k", state["d_k"], 1, len(state["w_query"][0]), " (the number of projection columns used)")
 
     def attention_weights(self) -> torch.Tensor:
         """The (T, T) weights the explorer shows for its current settings (float64)."""
@@ -353,16 +145,8 @@ class HeadsExplorer(_ProjectionExplorer):
         return proposal["value"]
 
     def _check(self, state):
-        _check_projection(state["tokens"], state["inputs"], state["w_query"], state["w_key"])
-        d_out = len(state["w_query"][0])
-        num_heads = state["num_heads"]
-        if isinstance(num_heads, bool) or not isinstance(num_heads, int):
-            raise TypeError(f"num_heads must be an int, got {num_heads!r}")
-        if num_heads < 1 or d_out % num_heads:
-            raise ExplorerInputError(
-                f"d_out={d_out} is not divisible by num_heads={num_heads}: "
-                f"choose num_heads from {divisors(d_out)}"
-            )
+        check_projection(state["tokens"], state["inputs"], state["w_query"], state["w_key"])
+        check_heads(state["num_heads"], len(state["w_query"][0]))
 
     def attention_weights(self) -> torch.Tensor:
         """The (num_heads, T, T) weights the explorer shows (float64)."""
@@ -387,8 +171,8 @@ class MaskExplorer(_ProjectionExplorer):
         return proposal["value"]
 
     def _check(self, state):
-        _check_projection(state["tokens"], state["inputs"], state["w_query"], state["w_key"])
-        _check_int("query_index", state["query_index"], 0, len(state["tokens"]) - 1, " (a row of the weights)")
+        check_projection(state["tokens"], state["inputs"], state["w_query"], state["w_key"])
+        check_int("query_index", state["query_index"], 0, len(state["tokens"]) - 1, " (a row of the weights)")
 
     def attention_weights(self) -> torch.Tensor:
         """The (T, T) weights the explorer shows, scaled by 1/sqrt(d_out) (float64)."""
@@ -397,40 +181,72 @@ class MaskExplorer(_ProjectionExplorer):
 
 
 class TrainingPlayback(_Explorer):
-    """Chapter 8: scrub through attention weights saved during training. Make it with :func:`training_playback`."""
+    """Chapter 8: scrub through attention weights saved during training. Make it with :func:`training_playback`.
+
+    ``tokens`` holds one token list per sentence and ``snapshots`` the saved weights as nested
+    lists of shape ``(steps, sentences, heads, T, T)``; ``snapshot_index`` and ``sentence_index``
+    are what the slider and the sentence selector show. ``causal`` hatches the zeros above the
+    diagonal (set by :func:`training_playback` when every snapshot is causal).
+    """
 
     kind = traitlets.Unicode("playback").tag(sync=True)
+    tokens = traitlets.List(traitlets.List(traitlets.Unicode())).tag(sync=True)  # one list per sentence
     steps = traitlets.List(traitlets.Int()).tag(sync=True)
-    snapshots = traitlets.List().tag(sync=True)  # (S, H, T, T) nested lists
+    snapshots = traitlets.List().tag(sync=True)  # (steps, S, H, T, T) nested lists
     losses = traitlets.List(traitlets.Float()).tag(sync=True)
     loss_steps = traitlets.List(traitlets.Int()).tag(sync=True)
+    causal = traitlets.Bool(False).tag(sync=True)
     snapshot_index = traitlets.Int(0).tag(sync=True)
-    _static_traits = ("kind", "title", "tokens", "steps", "snapshots", "losses", "loss_steps", "snapshot_index")
+    sentence_index = traitlets.Int(0).tag(sync=True)
+    _static_traits = ("kind", "title", "tokens", "steps", "snapshots", "losses", "loss_steps", "causal",
+                      "snapshot_index", "sentence_index")
 
-    @traitlets.validate("tokens", "steps", "snapshots", "losses", "loss_steps", "snapshot_index")
+    @traitlets.validate("tokens", "steps", "snapshots", "losses", "loss_steps", "snapshot_index",
+                        "sentence_index")
     def _validate_all(self, proposal):
         self._check(self._state_with(proposal))
         return proposal["value"]
 
     def _check(self, state):
-        steps, snapshots = state["steps"], state["snapshots"]
+        steps, snapshots, sentences = state["steps"], state["snapshots"], state["tokens"]
         if len(steps) != len(snapshots) or not steps:
             raise ExplorerInputError(
                 f"got {len(steps)} steps for {len(snapshots)} snapshots: pass a non-empty list of (step, weights)"
             )
-        num_tokens = len(state["tokens"])
-        for step, heads in zip(steps, snapshots):
-            shape = (len(heads), len(heads[0]), len(heads[0][0])) if heads and heads[0] else (len(heads),)
-            if len(shape) != 3 or shape[1:] != (num_tokens, num_tokens) or shape[0] != len(snapshots[0]):
+        if not sentences:
+            raise ExplorerInputError("tokens is empty: pass one token list per sentence")
+        num_tokens = len(sentences[0])
+        expected = (len(sentences), len(snapshots[0][0]) if snapshots[0] else 0, num_tokens, num_tokens)
+        for step, stack in zip(steps, snapshots):
+            shape = _nested_shape(stack, 4)
+            if shape != expected or expected[1] == 0:
                 raise ExplorerInputError(
-                    f"snapshot at step {step} has shape {shape}, expected "
-                    f"({len(snapshots[0])}, {num_tokens}, {num_tokens}) like the first one"
+                    f"snapshot at step {step} has shape {shape}, expected (sentences, heads, T, T) = {expected}"
                 )
         if len(state["losses"]) != len(state["loss_steps"]):
             raise ExplorerInputError("losses and loss_steps must have the same length")
-        _check_int("snapshot_index", state["snapshot_index"], 0, len(steps) - 1, " (one per snapshot)")
+        check_int("snapshot_index", state["snapshot_index"], 0, len(steps) - 1, " (one per snapshot)")
+        check_int("sentence_index", state["sentence_index"], 0, len(sentences) - 1, " (one per sentence)")
 
-    def weights_at(self, index: Optional[int] = None) -> torch.Tensor:
-        """The (H, T, T) weights of snapshot ``index`` (default: the one shown)."""
-        index = self.snapshot_index if index is None else index
-        return torch.tensor(self.snapshots[index])
+    def _plain_text(self) -> str:
+        return f"<TrainingPlayback: {len(self.tokens)} sentence(s) of {len(self.tokens[0])} tokens>"
+
+    def weights_at(self, index: Optional[int] = None, sentence: Optional[int] = None) -> torch.Tensor:
+        """The (H, T, T) weights of snapshot ``index`` for ``sentence`` (default: what is shown)."""
+        index = self.snapshot_index if index is None else check_int("index", index, 0, len(self.steps) - 1)
+        sentence = self.sentence_index if sentence is None else check_int(
+            "sentence", sentence, 0, len(self.tokens) - 1)
+        return torch.tensor(self.snapshots[index][sentence])
+
+
+def _nested_shape(value, depth: int) -> Tuple[int, ...]:
+    """The shape of a regular nested list, read along its first elements (``depth`` levels)."""
+    shape = []
+    for _ in range(depth):
+        if not isinstance(value, list):
+            break
+        shape.append(len(value))
+        if not value:
+            break
+        value = value[0]
+    return tuple(shape)

@@ -73,13 +73,26 @@ function h(tag, attrs = {}, children = []) {
   return node;
 }
 
-function colour(value) {
+function viridis(value) {
   const v = Math.min(1, Math.max(0, value)) * (VIRIDIS.length - 1);
   const i = Math.min(VIRIDIS.length - 2, Math.floor(v));
   const t = v - i;
   const [a, b] = [VIRIDIS[i], VIRIDIS[i + 1]];
-  const rgb = a.map((c, k) => Math.round(c + (b[k] - c) * t));
-  return "rgb(" + rgb.join(",") + ")";
+  return a.map((c, k) => Math.round(c + (b[k] - c) * t));
+}
+
+function colour(value) {
+  return "rgb(" + viridis(value).join(",") + ")";
+}
+
+function textColour(value) {
+  // Black or white, whichever contrasts more with the cell (WCAG relative luminance).
+  const [r, g, b] = viridis(value).map((c) => {
+    const s = c / 255;
+    return s <= 0.04045 ? s / 12.92 : Math.pow((s + 0.055) / 1.055, 2.4);
+  });
+  const luminance = 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  return (luminance + 0.05) / 0.05 > 1.05 / (luminance + 0.05) ? "#000" : "#fff";
 }
 
 let idCounter = 0;
@@ -126,19 +139,21 @@ function fmt(value, digits = 2) {
 }
 
 // A (rows x cols) table of weights; update() recolours it in place (no re-layout of the table).
-function heatmap({ caption, rowLabels, colLabels, head = 0, extras = [] }) {
+// compact: colour only (the weight is in the cell's tooltip) and numbered key columns, so that
+// many heads fit on one screen.
+function heatmap({ caption, rowLabels, colLabels, head = 0, extras = [], compact = false }) {
   const captionId = uniqueId("abx-cap");
   const box = h("div", { class: "abx-map", role: "group", "aria-labelledby": captionId, "data-head": head });
   box.append(h("div", { class: "abx-caption", id: captionId, text: caption }));
-  const table = h("table", { class: "abx-table" });
-  const headRow = h("tr", {}, [h("th", { scope: "col", class: "abx-corner", text: "query \u2193 key \u2192" })]);
-  colLabels.forEach((label) => headRow.append(h("th", { scope: "col", class: "abx-col", text: label })));
+  const table = h("table", { class: "abx-table" + (compact ? " abx-compact" : "") });
+  const headRow = h("tr", {}, [h("th", { scope: "col", class: "abx-corner", text: compact ? "key \u2192" : "query \u2193 key \u2192" })]);
+  colLabels.forEach((label, j) => headRow.append(h("th", { scope: "col", class: "abx-col", title: label, text: compact ? String(j + 1) : label })));
   extras.forEach((extra) => headRow.append(h("th", { scope: "col", class: "abx-extra-head", text: extra.label })));
   table.append(h("thead", {}, [headRow]));
   const body = h("tbody");
   const rows = [];
   const cells = rowLabels.map((rowLabel, i) => {
-    const tr = h("tr", { "data-row": i }, [h("th", { scope: "row", class: "abx-row", text: rowLabel })]);
+    const tr = h("tr", { "data-row": i }, [h("th", { scope: "row", class: "abx-row", text: compact ? i + 1 + " " + rowLabel : rowLabel })]);
     const rowCells = colLabels.map((colLabel, j) => {
       const td = h("td", { class: "abx-cell", "data-row": i, "data-col": j });
       tr.append(td);
@@ -161,10 +176,13 @@ function heatmap({ caption, rowLabels, colLabels, head = 0, extras = [] }) {
       row.forEach((w, j) => {
         const td = cells[i][j];
         const isMasked = Boolean(masked && masked(i, j));
+        const key = w + (isMasked ? "m" : "");
+        if (td.dataset.weight !== undefined && td.abxKey === key) return; // unchanged: no DOM writes
+        td.abxKey = key;
         td.dataset.weight = String(w);
-        td.textContent = isMasked ? "0" : fmt(w);
+        if (!compact) td.textContent = isMasked ? "0" : fmt(w);
         td.style.backgroundColor = colour(w);
-        td.style.color = w > 0.55 ? "#111" : "#fff";
+        td.style.color = textColour(w);
         td.classList.toggle("abx-masked", isMasked);
         td.title = rowLabels[i] + " \u2192 " + colLabels[j] + ": " + (isMasked ? "masked, 0" : w.toFixed(4));
       });
@@ -261,34 +279,45 @@ function headsExplorer(root, model) {
     name: "causal", label: "causal mask", checked: model.get("causal"),
     onChange: (v) => { model.set("causal", v); model.save_changes(); },
   });
-  const built = {}; // num_heads -> its heatmaps, built once and reused when the reader comes back
-  let shown = -1;
-  let heads = [];
+  // Every layout (1, 2, 4, ... heads) is built once and stacked in one grid cell; only the one
+  // shown is visible. The stack is as tall as its tallest layout, so changing the number of heads
+  // changes visibility only: no layout work, and the rest of the page never moves.
+  const COMPACT_ABOVE = 4; // more heads than this: compact maps (colour only), several per row
+  maps.classList.add("abx-stack");
+  const layouts = {};
+  options.forEach((numHeads) => {
+    const headDim = dOut / numHeads;
+    const compact = numHeads > COMPACT_ABOVE;
+    const heads = [];
+    for (let head = 0; head < numHeads; head++) {
+      const cols = headDim === 1 ? "column " + head : "columns " + head * headDim + "\u2013" + ((head + 1) * headDim - 1);
+      heads.push(heatmap({ caption: "head " + (head + 1) + " (" + cols + ")", rowLabels: tokens, colLabels: tokens, head, compact }));
+    }
+    const el = h("div", { class: "abx-config" + (compact ? " abx-compact-maps" : ""), "data-num-heads": numHeads }, heads.map((map) => map.el));
+    maps.append(el);
+    layouts[numHeads] = { el, heads };
+  });
+  let shown = null;
   function draw() {
     const numHeads = model.get("num_heads");
     const causal = model.get("causal");
     const headDim = dOut / numHeads;
-    if (numHeads !== shown) {
-      if (!built[numHeads]) {
-        built[numHeads] = [];
-        for (let head = 0; head < numHeads; head++) {
-          const cols = headDim === 1 ? "column " + head : "columns " + head * headDim + "\u2013" + ((head + 1) * headDim - 1);
-          built[numHeads].push(heatmap({ caption: "head " + (head + 1) + " (" + cols + ")", rowLabels: tokens, colLabels: tokens, head }));
-        }
-      }
-      heads = built[numHeads];
-      maps.replaceChildren(...heads.map((map) => map.el));
-      shown = numHeads;
+    const layout = layouts[numHeads];
+    if (shown !== layout) {
+      if (shown) shown.el.classList.remove("abx-shown");
+      layout.el.classList.add("abx-shown");
+      shown = layout;
     }
     const scale = 1 / Math.sqrt(headDim);
-    heads.forEach((map, head) => {
+    layout.heads.forEach((map, head) => {
       const weights = attentionWeights(x, Wq, Wk, head * headDim, (head + 1) * headDim, scale, causal);
       map.update(weights, { masked: causal ? (i, j) => j > i : null });
     });
     headsSlider.set(Math.max(0, options.indexOf(numHeads)));
     causalBox.set(causal);
     status.textContent = numHeads + (numHeads === 1 ? " head" : " heads") + " of head_dim " + headDim +
-      " (d_out = " + dOut + "), each scaled by 1/\u221A" + headDim + (causal ? ", causal mask on" : "");
+      " (d_out = " + dOut + "), each scaled by 1/\u221A" + headDim + (causal ? ", causal mask on" : "") +
+      (numHeads > COMPACT_ABOVE ? "; columns numbered as the rows, hover a cell for its weight" : "");
   }
   draw();
   return listen(model, ["num_heads", "causal"], draw);
@@ -385,14 +414,31 @@ function lossChart(steps, losses, width = 280, height = 110) {
   return { el: svg, show };
 }
 
+function select(parent, { label, options, value, onChange, name }) {
+  // A native drop-down: keyboard operable (arrow keys, type-ahead) and labelled.
+  const id = uniqueId("abx-" + name);
+  const input = h("select", { id, "data-control": name });
+  options.forEach((text, i) => input.append(h("option", { value: i, text })));
+  input.value = String(value);
+  stopKeys(input);
+  input.addEventListener("change", () => onChange(Number(input.value)));
+  parent.append(h("div", { class: "abx-control" }, [h("label", { for: id, text: label }), input]));
+  return { input, set: (v) => { input.value = String(v); } };
+}
+
 function trainingPlayback(root, model) {
-  const tokens = model.get("tokens");
+  const sentences = model.get("tokens"); // (S, T) token labels
   const steps = model.get("steps");
-  const snapshots = model.get("snapshots"); // (S, H, T, T)
+  const snapshots = model.get("snapshots"); // (steps, S, H, T, T)
   const losses = model.get("losses");
   const lossSteps = model.get("loss_steps");
-  const numHeads = snapshots[0].length;
+  const numHeads = snapshots[0][0].length;
   const { controls, status, maps } = frame(root, model, "Attention weights during training");
+  const sentenceSelect = sentences.length > 1 ? select(controls, {
+    name: "sentence_index", label: "sentence", value: model.get("sentence_index"),
+    options: sentences.map((tokens, i) => i + 1 + ": " + tokens.join(" ")),
+    onChange: (v) => { model.set("sentence_index", v); model.save_changes(); },
+  }) : null;
   const stepSlider = slider(controls, {
     name: "snapshot_index", label: "training step", min: 0, max: steps.length - 1,
     value: model.get("snapshot_index"),
@@ -419,15 +465,23 @@ function trainingPlayback(root, model) {
       model.save_changes();
     }, 250);
   });
-  const heads = [];
-  for (let head = 0; head < numHeads; head++) {
-    const caption = numHeads === 1 ? "attention weights" : "head " + (head + 1);
-    const map = heatmap({ caption, rowLabels: tokens, colLabels: tokens, head });
-    maps.append(map.el);
-    heads.push(map);
-  }
+  const heads = h("div", { class: "abx-maps" });
+  maps.append(heads);
   const chart = losses.length ? lossChart(lossSteps, losses) : null;
   if (chart) maps.append(h("div", { class: "abx-map" }, [h("div", { class: "abx-caption", text: "loss" }), chart.el]));
+  let shownSentence = -1;
+  let heatmaps = [];
+  function showSentence(sentence) {
+    // the maps' row and column labels are the tokens of the sentence shown
+    const tokens = sentences[sentence];
+    heatmaps = [];
+    for (let head = 0; head < numHeads; head++) {
+      const caption = numHeads === 1 ? "attention weights" : "head " + (head + 1);
+      heatmaps.push(heatmap({ caption, rowLabels: tokens, colLabels: tokens, head }));
+    }
+    heads.replaceChildren(...heatmaps.map((map) => map.el));
+    shownSentence = sentence;
+  }
   function lossAt(step) {
     let value = null;
     lossSteps.forEach((s, i) => { if (s <= step) value = losses[i]; });
@@ -435,15 +489,20 @@ function trainingPlayback(root, model) {
   }
   function draw() {
     const index = model.get("snapshot_index");
-    heads.forEach((map, head) => map.update(snapshots[index][head]));
+    const sentence = model.get("sentence_index");
+    const causal = model.get("causal");
+    if (sentence !== shownSentence) showSentence(sentence);
+    heatmaps.forEach((map, head) => map.update(snapshots[index][sentence][head], { masked: causal ? (i, j) => j > i : null }));
     stepSlider.set(index);
+    if (sentenceSelect) sentenceSelect.set(sentence);
     const loss = losses.length ? lossAt(steps[index]) : null;
     if (chart) chart.show(steps[index]);
-    status.textContent = "step " + steps[index] + " (snapshot " + (index + 1) + " of " + steps.length + ")" +
-      (loss === null ? "" : "; loss " + loss.toFixed(4));
+    status.textContent = (sentences.length > 1 ? "sentence " + (sentence + 1) + " of " + sentences.length + ", " : "") +
+      "step " + steps[index] + " (snapshot " + (index + 1) + " of " + steps.length + ")" +
+      (loss === null ? "" : "; loss " + loss.toFixed(4)) + (causal ? "; hatched: masked (later tokens)" : "");
   }
   draw();
-  const unlisten = listen(model, ["snapshot_index"], draw);
+  const unlisten = listen(model, ["snapshot_index", "sentence_index", "causal"], draw);
   return () => { stopPlaying(); unlisten(); };
 }
 

@@ -7,9 +7,16 @@ module             what it holds
                    ``# BEGIN SOLUTION`` / ``# END SOLUTION``) and turns MyST into plain Markdown
 ``course``         the course as the tools see it: chapters from ``_toc.yml``, points, hidden tests
 ``release``        ``attention-book release``: student notebooks without solutions, README, zip
-``grade``          ``attention-book grade``: runs submissions, writes ``grades.csv`` + ``summary.md``
-``hidden``         the ``@hidden_test`` decorator instructors use in ``instructor/hidden_tests/``
-``kernel_side``    the code the autograder runs inside a submission's kernel
+``grade``          ``attention-book grade``: the order of the steps below, records, the folder
+``submissions``    reading the submissions folder: file names, skipped files, chapter recognised
+``planning``       the cells that run: the release's cells + the student's answers; tamper flags
+``sandbox``        isolation of a kernel: bubblewrap, setpriv, prlimit; the allowed environment
+``runner``         running a notebook in the sandbox and asking its kernel for values
+``kernel_side``    the code the grader calls inside a submission's kernel (answers as data)
+``hidden``         the ``@hidden_test`` format and sessions (``remote``: tests of ``ns``)
+``references``     the chapter's own notebook run first: reference values, the tests run
+``scoring``        points from test results with the grader's weights, clamped
+``report``         ``grades.csv`` and ``summary.md``, escaped
 =================  ==============================================================================
 
 Command line: ``attention-book release`` / ``attention-book grade FOLDER`` /

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import runpy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -87,18 +86,12 @@ def load_points(path: Path) -> Dict[str, float]:
 
 def collect_hidden_tests(folder: Path) -> Dict[str, List[dict]]:
     """Load every ``*.py`` in ``folder`` (not ``_*``) and return label -> [{name, weight}, ...]."""
-    from . import hidden
+    from .hidden import load_hidden_tests
 
     found: Dict[str, List[dict]] = {}
     for path in hidden_test_files(folder):
-        hidden.HIDDEN_TESTS.clear()
-        try:
-            runpy.run_path(str(path), run_name=f"hidden_tests.{path.stem}")
-        except Exception as err:
-            raise RuntimeError(f"hidden tests {path} failed to load: {type(err).__name__}: {err}")
-        for label, tests in hidden.HIDDEN_TESTS.items():
+        for label, tests in load_hidden_tests(path).items():
             found.setdefault(label, []).extend({"name": t.name, "weight": t.weight} for t in tests)
-    hidden.HIDDEN_TESTS.clear()
     return found
 
 
@@ -170,10 +163,11 @@ class Course:
                     f"add `{ex.label} = 1` under [points] (0 for a written exercise graded by hand)"
                 )
                 continue
-            if self.points[ex.label] > 0 and not ex.check_cells and ex.label not in hidden:
+            if self.points[ex.label] > 0 and ex.label not in hidden:
                 problems.append(
-                    f"{ex.label} is worth {self.points[ex.label]:g} points but has neither a "
-                    "self-check cell nor hidden tests: add one, or give it 0 points"
+                    f"{ex.label} is worth {self.points[ex.label]:g} points but has no hidden test (the "
+                    f"grader's points come only from instructor/hidden_tests/ch{ex.label[3:5]}.py): add "
+                    "one (format: instructor/README.md), or give it 0 points"
                 )
         # Entries may come before a chapter joins _toc.yml: look for their labels in every notebook.
         drafted = set(labels)

@@ -1,34 +1,92 @@
-"""Hidden tests: instructor-only tests the autograder adds to an exercise's public self-check.
+"""Hidden tests: instructor-only tests that decide the points, run in the grader's process.
 
-They live in ``instructor/hidden_tests/*.py`` (outside the book and the student release). A hidden
-test is a function of the student's namespace (the notebook's globals, a mapping) that returns
-normally when the answer is right and raises :class:`Hint` (or ``AssertionError``) saying what
-is wrong. Example, ``instructor/hidden_tests/ch01.py``::
+They live in ``instructor/hidden_tests/chNN.py`` (outside the book and the student release; the
+grader loads only the graded chapter's file, and never inside a student's kernel). A hidden test
+is a function of two answer sessions, ``student`` and ``reference`` (see :class:`Session`), that
+returns when the answer is right and raises :class:`Hint` saying what is wrong::
 
-    import torch
-    from attention_book.instructor.hidden import Hint, answer, hidden_test
+    @hidden_test("ex-03-stable-softmax", "a (B, T, T) batch along dim=1")
+    def _(student, reference):
+        scores = randn(2, 3, 4, seed=2)
+        same(student.call("my_softmax", scores, dim=1), reference.call("my_softmax", scores, dim=1),
+             "my_softmax(scores, dim=1)", hint="use the dim argument for the max and the sum")
 
-    @hidden_test("ex-01-positions", "works for a sequence of length 1", weight=1)
-    def _(ns):
-        add_positions = answer(ns, "add_positions")
-        out = add_positions(torch.zeros(3, 1, 4), torch.nn.Embedding(5, 4))
-        if out.shape != (3, 1, 4):
-            raise Hint(f"expected shape (3, 1, 4) for T=1, got {tuple(out.shape)}")
-
-The autograder runs them in the submission's kernel right after the exercise's self-check cell
-(so names the chapter reuses later still hold the student's answer). Partial credit for an
-exercise: (public tests passed + hidden weights passed) / (public tests + hidden weights).
-Keep them fast (well under a second each) and deterministic (seed what you draw).
+The format and its rules: ``instructor/README.md`` ("Hidden tests: the format").
 """
 
 from __future__ import annotations
 
+import math
+import runpy
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
 
 from ..checks.core import Hint
 
-__all__ = ["Hint", "HiddenTest", "hidden_test", "answer", "HIDDEN_TESTS"]
+__all__ = ["Hint", "HiddenTest", "hidden_test", "load_hidden_tests", "randn", "same", "Session",
+           "AnswerError", "NotImplementedYet", "Opaque", "HIDDEN_TESTS", "answer", "RemoteNamespace",
+           "LocalSession", "answer_error"]
+
+
+class AnswerError(Exception):
+    """The student's code raised while the grader called it (``ename``: the exception's type)."""
+
+    def __init__(self, ename: str, evalue: str, where: str = ""):
+        super().__init__(f"{ename}: {evalue}")
+        self.ename, self.evalue, self.where = ename, evalue, where
+
+
+class NotImplementedYet(AnswerError):
+    """The answer still raises ``NotImplementedError`` (the release's stub)."""
+
+
+_BUILTIN_ERRORS = {cls.__name__: cls for cls in (ValueError, TypeError, IndexError, KeyError, RuntimeError,
+                                                 ZeroDivisionError, AttributeError, NameError)}
+_ERROR_TYPES: Dict[str, type] = {}
+
+
+def answer_error(ename: str, evalue: str) -> AnswerError:
+    """The error to raise in the grader for an error the answer raised in its kernel: also an
+    instance of the builtin exception of that name (``except ValueError`` works in tests)."""
+    if ename == "NotImplementedError":
+        return NotImplementedYet(ename, evalue)
+    builtin = _BUILTIN_ERRORS.get(ename)
+    if builtin is None:
+        return AnswerError(ename, evalue)
+    if ename not in _ERROR_TYPES:
+        _ERROR_TYPES[ename] = type(f"Answer{ename}", (AnswerError, builtin), {"__str__": AnswerError.__str__})
+    return _ERROR_TYPES[ename](ename, evalue)
+
+
+@dataclass(frozen=True)
+class Opaque:
+    """A value the kernel cannot send back as data (a module, a function, ...): its type only."""
+
+    type_name: str
+    text: str = ""
+
+
+class Session:
+    """What a hidden test can ask a notebook (the student's or the reference's).
+
+    Subclasses implement :meth:`run`; ``source`` is the exercise's answer-cell text.
+    """
+
+    source: str = ""
+
+    def run(self, code: str, **inputs: Any) -> Any:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        if not name.isidentifier():
+            raise ValueError(f"call() needs a name defined by the notebook, got {name!r}")
+        return self.run(f"{name}(*__args, **__kwargs)", __args=tuple(args), __kwargs=dict(kwargs))
+
+    def has(self, name: str) -> bool:
+        if not name.isidentifier():
+            raise ValueError(f"has() needs an identifier, got {name!r}")
+        return bool(self.run(f"{name!r} in globals()"))
 
 
 @dataclass
@@ -36,29 +94,155 @@ class HiddenTest:
     exercise: str
     name: str
     weight: float
-    function: Callable[[Mapping[str, Any]], None]
+    function: Callable[[Session, Session], None]
+    guard: bool = False  # counts only when a value test of the exercise passed ("input unchanged")
 
 
-#: exercise label -> hidden tests registered by the files loaded so far
+class LocalSession(Session):
+    """A session on a namespace in this process (tests of the hidden tests; trusted code only)."""
+
+    def __init__(self, ns: Dict[str, Any], source: str = ""):
+        self.ns, self.source = ns, source
+
+    def run(self, code: str, **inputs: Any) -> Any:
+        import io
+
+        import torch
+
+        from .kernel_side import evaluate
+        from .runner import plain_values
+
+        buffer = io.BytesIO()
+        torch.save(inputs, buffer)  # inputs travel as data, as they do to a kernel
+        buffer.seek(0)
+        try:
+            inputs = torch.load(buffer, weights_only=True)
+        except Exception as err:
+            raise TypeError(f"hidden-test inputs must be tensors and plain data: {err}") from None
+        reply = evaluate(self.ns, code, inputs)
+        buffer = io.BytesIO()
+        torch.save(reply, buffer)  # the same round trip as with a kernel
+        buffer.seek(0)
+        reply = torch.load(buffer, weights_only=True)
+        if not reply["ok"]:
+            raise answer_error(reply["ename"], reply["evalue"])
+        return plain_values(reply["value"])
+
+
+#: exercise label -> hidden tests registered by the file being loaded
 HIDDEN_TESTS: Dict[str, List[HiddenTest]] = {}
 
 
-def hidden_test(exercise: str, name: str, weight: float = 1.0):
-    """Register ``function(ns)`` as a hidden test of ``exercise`` worth ``weight`` test units."""
+def hidden_test(exercise: str, name: str, weight: float = 1.0, guard: bool = False):
+    """Register ``function(student, reference)`` as a hidden test of ``exercise`` worth ``weight``.
+
+    ``guard=True``: a property a non-attempt also has ("the input stays unchanged"): it counts only
+    when at least one other test of the exercise passed."""
     if not isinstance(exercise, str) or not exercise.startswith("ex-"):
         raise ValueError(f"hidden_test needs an exercise label like 'ex-01-positions', got {exercise!r}")
-    if not weight > 0:
-        raise ValueError(f"hidden test {name!r}: weight must be > 0, got {weight!r}")
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+        raise TypeError(f"hidden test {name!r}: weight must be a number, got {type(weight).__name__}")
+    if not (math.isfinite(weight) and weight > 0):
+        raise ValueError(f"hidden test {name!r}: weight must be a finite number > 0, got {weight!r}: "
+                         "use 1 for an ordinary test")
 
-    def decorate(function: Callable[[Mapping[str, Any]], None]):
-        HIDDEN_TESTS.setdefault(exercise, []).append(HiddenTest(exercise, name, float(weight), function))
+    def decorate(function):
+        import inspect
+
+        runner = function
+        if len(inspect.signature(function).parameters) == 1:  # a test of the namespace: f(ns)
+            def runner(student, reference, _function=function):
+                from .remote import RemoteNamespace
+
+                return _function(RemoteNamespace(student))
+        HIDDEN_TESTS.setdefault(exercise, []).append(HiddenTest(exercise, name, float(weight), runner, guard))
         return function
 
     return decorate
 
 
-def answer(ns: Mapping[str, Any], name: str) -> Any:
-    """The object the student defined as ``name``, or a Hint saying it is missing."""
-    if name not in ns:
-        raise Hint(f"`{name}` is not defined: run the cell that defines it (and keep its name)")
-    return ns[name]
+def load_hidden_tests(path: Path) -> Dict[str, List[HiddenTest]]:
+    """Load one hidden-test file (in this process) and return label -> tests, in file order."""
+    HIDDEN_TESTS.clear()
+    try:
+        runpy.run_path(str(path), run_name=f"hidden_tests.{Path(path).stem}")
+        tests = {label: list(found) for label, found in HIDDEN_TESTS.items()}
+    except Exception as err:
+        raise RuntimeError(f"hidden tests {path} failed to load: {type(err).__name__}: {err}") from err
+    finally:
+        HIDDEN_TESTS.clear()
+    for label, found in tests.items():
+        names = [t.name for t in found]
+        if len(set(names)) != len(names):
+            raise RuntimeError(f"hidden tests {path}: two tests of {label} share a name: {names}")
+    return tests
+
+
+# ------------------------------------------------------------------------------------------------
+# Helpers for writing tests
+# ------------------------------------------------------------------------------------------------
+
+
+def randn(*shape, seed: int, scale: float = 1.0, dtype=None):
+    """A seeded standard-normal tensor (deterministic inputs: the reference is looked up by value)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    return scale * torch.randn(*shape, generator=generator, dtype=dtype or torch.float32)
+
+
+def _tensor(value, what: str):
+    import torch
+
+    if isinstance(value, Opaque):
+        raise Hint(f"{what} must return a torch.Tensor, got a {value.type_name}")
+    if not isinstance(value, torch.Tensor):
+        raise Hint(f"{what} must return a torch.Tensor, got {type(value).__name__}")
+    return value
+
+
+def same(got, want, what: str, hint: str = "", atol: float = 1e-5, rtol: float = 1e-4,
+         check_dtype: bool = True) -> None:
+    """Raise a Hint unless ``got`` matches the reference ``want`` (type, shape, dtype, values)."""
+    import torch
+
+    if isinstance(want, (tuple, list)):
+        if not isinstance(got, (tuple, list)) or len(got) != len(want):
+            raise Hint(f"{what} must return {len(want)} values (a tuple), got {type(got).__name__}")
+        for index, (g, w) in enumerate(zip(got, want)):
+            same(g, w, f"{what}[{index}]", hint, atol, rtol, check_dtype)
+        return
+    if not isinstance(want, torch.Tensor):
+        if isinstance(want, float) and isinstance(got, (int, float)) and not isinstance(got, bool):
+            if math.isclose(got, want, rel_tol=rtol, abs_tol=atol):
+                return
+        elif got == want and type(got) is type(want):
+            return
+        raise Hint(f"{what}: expected {want!r}, got {got!r}" + (f": {hint}" if hint else ""))
+    got = _tensor(got, what)
+    if tuple(got.shape) != tuple(want.shape):
+        raise Hint(f"{what}: expected shape {tuple(want.shape)}, got {tuple(got.shape)}"
+                   + (f": {hint}" if hint else ""))
+    if check_dtype and got.dtype != want.dtype:
+        raise Hint(f"{what}: expected dtype {want.dtype}, got {got.dtype}: keep the input's dtype")
+    if got.dtype == torch.bool or want.dtype == torch.bool:
+        ok = torch.equal(got, want)
+    else:
+        ok = torch.allclose(got.to(want.dtype), want, atol=atol, rtol=rtol, equal_nan=False)
+    if not ok:
+        if not torch.isfinite(got.to(torch.float64)).all() and torch.isfinite(want.to(torch.float64)).all():
+            raise Hint(f"{what} contains nan or inf where the right answer is finite"
+                       + (f": {hint}" if hint else ""))
+        raise Hint(f"{what} gives wrong values" + (f": {hint}" if hint else ""))
+
+
+def answer_error_message(err: AnswerError) -> str:
+    where = f" ({err.where})" if err.where else ""
+    return f"your code raised {err.ename}: {err.evalue}"[:300] + where
+
+
+def describe(value: Optional[Any]) -> str:  # used in messages
+    return type(value).__name__
+
+
+from .remote import RemoteFunction, RemoteNamespace, answer  # noqa: E402, F401  (tests of ``ns``: see remote)

@@ -1,142 +1,126 @@
-"""Runs inside a submission's kernel: evaluates one exercise and appends the result to a file.
+"""Runs inside a submission's kernel: answers one call of the grader, as data.
 
-The autograder sends ``kernel_side.evaluate(...)`` as a silent execute request right after the
-exercise's self-check cell has run (or at the end). It
+The grader (:mod:`.runner`) writes a request file ``{"code": str, "inputs": {name: value}}`` with
+``torch.save`` and sends ``kernel_side.answer(get_ipython().user_ns, request, reply)`` as a
+silent execute request. This module
 
-1. runs the course's own self-check cell(s) for the exercise in the notebook's namespace (the
-   student's copy of that cell may have been edited or deleted) and reads the verdict from
-   :data:`attention_book.checks.core.HISTORY`;
-2. runs the instructor's hidden tests for the exercise (loaded now, after the student's code);
-3. appends one JSON line to ``results_path`` (flushed and fsynced, so a later crash of the
-   kernel keeps it).
+1. loads the request with ``torch.load(..., weights_only=True)`` (tensors and plain data only);
+2. runs ``code`` with the notebook's names plus the inputs (a copy of the namespace: the snippet's
+   own assignments do not leak into the notebook), the value of its last expression is the answer;
+3. saves ``{"ok": True, "value": ...}`` or ``{"ok": False, "ename": ..., "evalue": ...}`` to the
+   reply file (tensors detached, on the CPU; other objects become ``{"__opaque__": type name}``).
 
-Never raises: every failure becomes part of the result.
+The torch, ``random`` and NumPy random states are restored afterwards, and what the code prints
+is swallowed. Nothing here decides a point: the grader compares the values with its own reference,
+and nothing the kernel writes is trusted beyond "data of a bounded size".
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
-import importlib
 import io
-import json
-import os
-import re
-import runpy
-import time
-import traceback
-import types
-from typing import Any, Dict, List
+import random
+from typing import Any, Dict
 
-_LOADED: Dict[str, bool] = {}
+MAX_TEXT = 2000
+GRAPHS: Dict[str, Any] = {}  # autograd graphs kept between a call and its backward (hidden.RemoteFunction)
 
 
 class _Sink(io.TextIOBase):
-    """Swallows what the student's code prints while it is being graded."""
-
     def write(self, text: str) -> int:  # noqa: D401
         return len(text)
 
 
-def _describe(err: BaseException) -> str:
-    frames = traceback.extract_tb(err.__traceback__) if err.__traceback__ else []
-    frame = frames[-1] if frames else None
-    where = f" (line {frame.lineno}: `{frame.line}`)" if frame is not None and frame.line else ""
-    return f"{type(err).__name__}: {err}{where}"[:500]
+def _plain(value: Any, depth: int = 0) -> Any:
+    import torch
+
+    if depth > 6:
+        return {"__opaque__": "nested too deep"}
+    if isinstance(value, torch.Tensor):
+        if value.is_sparse or value.is_quantized or value.is_meta:
+            return {"__opaque__": f"{value.layout} tensor"}
+        return value.detach().to("cpu").clone().contiguous()
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        return value[:MAX_TEXT]
+    if isinstance(value, torch.Size):
+        return tuple(int(v) for v in value)
+    if isinstance(value, (tuple, list)):
+        items = [_plain(v, depth + 1) for v in list(value)[:1000]]
+        return tuple(items) if isinstance(value, tuple) else items
+    if isinstance(value, dict):
+        return {str(k)[:200]: _plain(v, depth + 1) for k, v in list(value.items())[:1000]}
+    if hasattr(value, "item") and hasattr(value, "dtype") and getattr(value, "shape", None) == ():
+        with contextlib.suppress(Exception):  # a NumPy scalar
+            return value.item()
+    return {"__opaque__": type(value).__name__}
 
 
-def _load_hidden(files: List[str]) -> List[str]:
-    from . import hidden
+def _random_state():
+    import torch
 
-    errors = []
-    for path in files:
-        if _LOADED.get(path):
-            continue
-        _LOADED[path] = True
-        try:
-            runpy.run_path(path, run_name="hidden_tests")
-        except BaseException as err:  # an instructor bug: reported, not raised
-            errors.append(f"hidden tests {os.path.basename(path)} failed to load: {_describe(err)}")
-    _LOADED["__errors__"] = bool(errors) or _LOADED.get("__errors__", False)
-    return errors
+    state = {"torch": torch.get_rng_state(), "random": random.getstate()}
+    with contextlib.suppress(Exception):
+        import numpy
+
+        state["numpy"] = numpy.random.get_state()
+    return state
 
 
-def evaluate(ns: Dict[str, Any], label: str, check_sources: List[str], hidden_files: List[str],
-             results_path: str, where: str) -> None:
-    started = time.monotonic()
-    result: Dict[str, Any] = {"exercise": label, "where": where, "public": None, "public_error": None,
-                              "hidden": [], "hidden_errors": [], "interrupted": False}
+def _restore(state) -> None:
+    import torch
+
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["random"])
+    if "numpy" in state:
+        import numpy
+
+        numpy.random.set_state(state["numpy"])
+
+
+def _execute(code: str, namespace: Dict[str, Any]) -> Any:
+    tree = ast.parse(code, "<grader call>", "exec")
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    exec(compile(tree, "<grader call>", "exec"), namespace)  # noqa: S102 - the grader's snippet
+    if last is None:
+        return None
+    return eval(compile(last, "<grader call>", "eval"), namespace)  # noqa: S307
+
+
+def evaluate(ns: Dict[str, Any], code: str, inputs: Dict[str, Any]) -> Dict[str, Any]:
+    """Run ``code`` with the notebook's names and ``inputs``; the reply as plain data."""
+    import torch
+
+    state = None
     try:
-        cwd = os.getcwd()
-    except OSError:  # the student's code deleted its own folder
-        cwd = None
-    try:
+        namespace = dict(ns)
+        namespace.update(inputs)
+        namespace["__graphs"], namespace["__torch"] = GRAPHS, torch
+        state = _random_state()
         with contextlib.redirect_stdout(_Sink()), contextlib.redirect_stderr(_Sink()):
-            _run_public(ns, label, check_sources, result)
-            _run_hidden(ns, label, hidden_files, result)
-    except KeyboardInterrupt:
-        result["interrupted"] = True
-    except BaseException as err:  # SystemExit from the student's code, ...
-        result["public_error"] = result["public_error"] or f"grading stopped: {_describe(err)}"
+            value = _execute(code, namespace)
+        return {"ok": True, "value": _plain(value)}
+    except BaseException as err:  # the student's error, or an interrupt at the time limit
+        return {"ok": False, "ename": type(err).__name__[:100], "evalue": str(err)[:MAX_TEXT]}
     finally:
-        if cwd is not None:
-            with contextlib.suppress(OSError):
-                os.chdir(cwd)
-    result["seconds"] = round(time.monotonic() - started, 3)
-    line = json.dumps(result) + "\n"
-    with open(results_path, "a", encoding="utf-8") as handle:
-        handle.write(line)
-        handle.flush()
-        os.fsync(handle.fileno())
+        if state is not None:
+            with contextlib.suppress(Exception):
+                _restore(state)
 
 
-def _run_public(ns, label, check_sources, result) -> None:
-    if not check_sources:
-        return
-    from attention_book.checks import core
+def answer(ns: Dict[str, Any], request_path: str, reply_path: str) -> None:
+    import torch
 
-    core.HISTORY.pop(label, None)
-    for name in sorted(set(re.findall(r"\b(ch\d{2})\.", "\n".join(check_sources)))):
-        # the check cell may rely on `from attention_book.checks import chNN` in a cell the
-        # student deleted: provide the module (never trust a non-module under that name)
-        if not isinstance(ns.get(name), types.ModuleType):
-            try:
-                ns[name] = importlib.import_module(f"attention_book.checks.{name}")
-            except ImportError:
-                pass
-    for number, source in enumerate(check_sources):
-        try:
-            exec(compile(source, f"<self-check {label} #{number}>", "exec"), ns)
-        except KeyboardInterrupt:
-            result["interrupted"] = True
-            raise
-        except BaseException as err:
-            result["public_error"] = f"the self-check cell raised {_describe(err)}"
-    verdict = core.HISTORY.get(label)
-    if verdict is not None:
-        result["public"] = verdict.as_dict()
-    elif result["public_error"] is None:
-        result["public_error"] = f"the self-check cell recorded no verdict for {label}"
-
-
-def _run_hidden(ns, label, hidden_files, result) -> None:
-    from . import hidden
-
-    result["hidden_errors"] = _load_hidden(hidden_files)
-    for test in hidden.HIDDEN_TESTS.get(label, []):
-        entry = {"name": test.name, "weight": test.weight, "passed": False, "hint": "",
-                 "not_implemented": False}
-        try:
-            test.function(ns)
-            entry["passed"] = True
-        except KeyboardInterrupt:
-            entry["hint"] = "ran past the time limit"
-            result["hidden"].append(entry)
-            raise
-        except NotImplementedError:
-            entry["not_implemented"] = True
-            entry["hint"] = "not implemented yet"
-        except (hidden.Hint, AssertionError) as err:
-            entry["hint"] = str(err) or "a hidden test failed"
-        except BaseException as err:
-            entry["hint"] = f"your code raised {_describe(err)}"
-        result["hidden"].append(entry)
+    try:
+        request = torch.load(request_path, weights_only=True)
+        reply = evaluate(ns, request["code"], request["inputs"])
+    except BaseException as err:
+        reply = {"ok": False, "ename": type(err).__name__[:100], "evalue": str(err)[:MAX_TEXT]}
+    try:
+        torch.save(reply, reply_path)
+    except BaseException as err:  # a value torch cannot save: say so
+        torch.save({"ok": False, "ename": "UnsavableValue", "evalue": str(err)[:MAX_TEXT]}, reply_path)

@@ -24,16 +24,31 @@ import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from .course import Course, dumps_notebook
 from .markup import Chapter, ConvertContext, cell_tags, cell_text, convert_markdown, strip_solution
 
-__all__ = ["build_release", "release_notebook", "ReleaseReport", "ZIP_NAME", "MARKER"]
+__all__ = [
+    "build_release",
+    "release_notebook",
+    "ReleaseReport",
+    "ZIP_NAME",
+    "MARKER",
+    "STUDENT_DIR",
+    "student_notebooks",
+    "numbering_table",
+    "generated_files",
+]
 
 ZIP_NAME = "attention-book-student-release.zip"
 MARKER = ".attention-book-release"
 ZIP_DATE = (2020, 1, 1, 0, 0, 0)
+#: where the student notebooks behind the site's launch and download buttons live (book root)
+STUDENT_DIR = "student"
+NUMBERING_MODULE = "src/attention_book/checks/numbering.py"
+TABLE_BEGIN = "# BEGIN GENERATED TABLE (tools/make_student_notebooks.py)"
+TABLE_END = "# END GENERATED TABLE"
 
 NOTICE = (
     "> **Student edition.** The solutions are removed. In each exercise, replace the line "
@@ -132,7 +147,7 @@ def _readme(course: Course, chapters: List[Chapter], branch: str) -> str:
         "|---|---|---|---|",
     ]
     for chapter in chapters:
-        labels = ", ".join(f"`{ex.label}`" for ex in chapter.exercises) or "-"
+        labels = ", ".join(f"{ex.number} `{ex.label}`" for ex in chapter.exercises) or "-"
         link = f"[Colab]({colab}/blob/{branch}/{chapter.path})" if colab else "-"
         lines.append(f"| {chapter.title or chapter.stem} | [{chapter.path}]({chapter.path}) | {labels} | {link} |")
     lines += [
@@ -215,3 +230,63 @@ def build_release(course: Course, out: Path, branch: str = "release") -> Release
     report.zip_path = out / ZIP_NAME
     report.seconds = time.perf_counter() - started
     return report
+
+
+# --------------------------------------------------------------------------------------------------
+# Files generated into the repository (tools/make_student_notebooks.py writes them, a test checks)
+# --------------------------------------------------------------------------------------------------
+
+
+def student_notebooks(course: Course) -> Dict[str, str]:
+    """``{"student/notebooks/03_....ipynb": text}``: the student edition of every chapter.
+
+    The same notebooks as :func:`build_release` writes, without the package version in their
+    metadata (so a version bump does not make them stale); the site's Colab, Binder and download
+    buttons open them (book/_ext/student_links.py).
+    """
+    import nbformat
+
+    ctx = course.context()
+    files: Dict[str, str] = {}
+    for chapter in course.chapters:
+        if not chapter.exercises:
+            continue
+        nb = nbformat.read(str(course.root / chapter.path), as_version=4)
+        ctx.images.clear()
+        student = release_notebook(nb, chapter, ctx)
+        files[f"{STUDENT_DIR}/{chapter.path}"] = dumps_notebook(student)
+    return files
+
+
+def numbering_table(course: Course, current: str) -> str:
+    """``current`` (the text of checks/numbering.py) with its table of exercise numbers renewed."""
+    begin, end = current.find(TABLE_BEGIN), current.find(TABLE_END)
+    if begin < 0 or end < begin:
+        raise ValueError(
+            f"{NUMBERING_MODULE} lacks the lines {TABLE_BEGIN!r} ... {TABLE_END!r} around its "
+            "table: restore them (see git) before regenerating"
+        )
+    rows = [f'    "{ex.label}": "{ex.number}",' for ex in course.exercises()]
+    table = "NUMBERS: Dict[str, str] = {\n" + "\n".join(rows) + "\n}\n"
+    return current[: begin + len(TABLE_BEGIN)] + "\n" + table + current[end:]
+
+
+STUDENT_README = """# Student notebooks (generated: do not edit)
+
+The chapters of the course with the exercise solutions removed: each answer cell holds
+`raise NotImplementedError(...)` for you to replace, the self-check cells stay, and each written
+exercise has an empty answer cell. The book's Colab, Binder and download buttons open these files.
+
+They are generated from `notebooks/` by `python tools/make_student_notebooks.py` (the same code as
+`attention-book release`); edit the chapter notebooks, never these copies.
+"""
+
+
+def generated_files(course: Course) -> Dict[str, str]:
+    """Every file tools/make_student_notebooks.py writes, relative to the book root -> text."""
+    files = student_notebooks(course)
+    files[f"{STUDENT_DIR}/README.md"] = STUDENT_README
+    numbering = course.root / NUMBERING_MODULE
+    if numbering.is_file():
+        files[NUMBERING_MODULE] = numbering_table(course, numbering.read_text(encoding="utf-8"))
+    return files

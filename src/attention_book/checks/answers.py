@@ -1,0 +1,434 @@
+"""Reading the reader's answer: its source, the names it calls, whether it is the package's code.
+
+Self-checks use :func:`answer_source` and :func:`calls` (re-exported by
+:mod:`attention_book.checks.core`) for rules such as "without torch.softmax";
+:func:`~attention_book.checks.core.register` uses :func:`package_use` to refuse an answer that is,
+or uses, the package's own finished code ("write your own", 0 points).
+
+Everything works on code typed in a notebook cell (IPython keeps cell sources in
+:mod:`linecache`), in a module file, and on answers run by ``tests.wrong_answers.load_answer``.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import dis
+import functools
+import importlib
+import inspect
+import linecache
+import sys
+import textwrap
+import types
+from typing import Iterable, List, Optional, Set, Tuple
+
+__all__ = ["answer_source", "calls", "package_use", "PACKAGE", "WRITE_YOUR_OWN"]
+
+PACKAGE = "attention_book"
+WRITE_YOUR_OWN = "write your own"
+
+
+def _hint(message: str) -> Exception:
+    from .core import Hint  # core imports this module: import Hint when it is needed
+
+    return Hint(message)
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading the answer's code
+# --------------------------------------------------------------------------------------------------
+
+_NO_SOURCE = (
+    "could not read the source of {what}: define it with `def` (or `class`) in a notebook cell, "
+    "run that cell, then run the self-check again"
+)
+
+
+def _unwrap(obj):
+    """The function or class that holds the answer's code (methods, partials and wrappers peeled)."""
+    for _ in range(20):
+        if isinstance(obj, functools.partial):
+            obj = obj.func
+        elif isinstance(obj, (types.MethodType, staticmethod, classmethod)):
+            obj = obj.__func__
+        elif isinstance(obj, types.FunctionType) and hasattr(obj, "__wrapped__"):
+            obj = obj.__wrapped__
+        else:
+            break
+    if isinstance(obj, (types.FunctionType, type, types.BuiltinFunctionType, types.ModuleType)):
+        return obj
+    if callable(obj) and not isinstance(obj, (types.BuiltinMethodType,)):
+        return type(obj)  # an object of the reader's class (e.g. an nn.Module): its class
+    return obj
+
+
+def _own_functions(cls: type) -> List[types.FunctionType]:
+    """Functions defined in a class body (methods, static/class methods, properties)."""
+    found = []
+    for value in vars(cls).values():
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if isinstance(value, property):
+            found += [f for f in (value.fget, value.fset, value.fdel) if isinstance(f, types.FunctionType)]
+        elif isinstance(value, types.FunctionType):
+            found.append(value)
+    return found
+
+
+def _class_source(cls: type) -> Optional[str]:
+    """A class's source from the file or notebook cell its methods were defined in.
+
+    ``inspect.getsource`` looks classes up through their module's ``__file__``, which fails in
+    a notebook (``__main__`` has no file) and finds the wrong file for exec'd code.
+    """
+    for function in _own_functions(cls):
+        code = function.__code__
+        lines = linecache.getlines(code.co_filename)
+        if not lines:
+            continue
+        try:
+            tree = ast.parse("".join(lines))
+        except SyntaxError:
+            continue
+        best = None
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.ClassDef) and node.name == cls.__name__
+                    and node.lineno <= code.co_firstlineno <= (node.end_lineno or node.lineno)):
+                if best is None or node.lineno > best.lineno:  # the innermost match
+                    best = node
+        if best is not None:
+            start = min([best.lineno] + [d.lineno for d in best.decorator_list])
+            return textwrap.dedent("".join(lines[start - 1 : best.end_lineno]))
+    if cls.__module__ != "__main__":  # a class in a real module file
+        try:
+            return textwrap.dedent(inspect.getsource(cls))
+        except (OSError, TypeError):
+            return None
+    return None
+
+
+def _source_or_none(obj) -> Optional[str]:
+    target = _unwrap(obj)
+    if isinstance(target, type):
+        return _class_source(target)
+    if isinstance(target, types.FunctionType):
+        try:
+            return textwrap.dedent(inspect.getsource(target))
+        except (OSError, TypeError):
+            return None
+    return None
+
+
+def answer_source(obj) -> str:
+    """The source code of the reader's function or class (or of an object's class).
+
+    Works for code typed in a notebook cell, in a module file and for answers run by
+    ``tests.wrong_answers.load_answer``. Raises :class:`~attention_book.checks.core.Hint` when there is no source to read
+    (inside a self-check test that becomes a failed test with that hint).
+    """
+    source = _source_or_none(obj)
+    if source is None:
+        what = getattr(_unwrap(obj), "__qualname__", None) or type(obj).__name__
+        raise _hint(_NO_SOURCE.format(what=f"`{what}`"))
+    return source
+
+
+def _parse(source: str) -> Optional[ast.AST]:
+    try:
+        return ast.parse(source)
+    except SyntaxError:
+        pass
+    # a lambda in the middle of a larger expression: keep the longest parsable prefix of lines
+    lines = source.splitlines()
+    for end in range(len(lines), 0, -1):
+        try:
+            return ast.parse("\n".join(lines[:end]).rstrip(",( \t"))
+        except SyntaxError:
+            continue
+    return None
+
+
+def _dotted(node: ast.AST) -> Optional[str]:
+    """``torch.nn.functional.softmax`` for an attribute chain on a name; ``?.sum`` after a call."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    elif parts:
+        parts.append("?")  # e.g. x.exp().sum: the object is computed
+    else:
+        return None
+    return ".".join(reversed(parts))
+
+
+_ALIASES = {"F": "torch.nn.functional", "nn": "torch.nn", "np": "numpy", "tf": "tensorflow"}
+_MISSING = object()
+
+
+def _resolve(dotted: str, namespace: dict, import_missing: bool = False):
+    """The object a dotted name refers to in ``namespace``.
+
+    With ``import_missing`` (only for the names a check asks about, never for names taken from
+    the reader's code) a missing head is imported: ``torch``, or ``F`` / ``nn`` / ``np`` aliases.
+    """
+    head, *rest = dotted.split(".")
+    if head == "?":
+        return _MISSING
+    obj = namespace.get(head, _MISSING)
+    if obj is _MISSING:
+        obj = getattr(builtins, head, _MISSING)
+    if obj is _MISSING and import_missing and (rest or head in _ALIASES):
+        module = _ALIASES.get(head, head)
+        try:
+            obj = importlib.import_module(module)
+        except Exception:
+            return _MISSING
+    for part in rest:
+        obj = getattr(obj, part, _MISSING)
+        if obj is _MISSING:
+            return _MISSING
+    return obj
+
+
+def _imported_names(tree: ast.AST) -> dict:
+    """Names the answer's own ``import`` lines bind -> the dotted path they stand for."""
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:  # import torch.nn.functional as F: F is torch.nn.functional
+                    found[alias.asname] = alias.name
+                else:  # import torch.nn: binds torch
+                    head = alias.name.split(".")[0]
+                    found[head] = head
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                found[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return found
+
+
+def _resolve_loaded(dotted: str):
+    """The object behind ``dotted`` among modules already imported (never imports anything)."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        module = sys.modules.get(".".join(parts[:cut]))
+        if module is not None:
+            obj = module
+            for part in parts[cut:]:
+                obj = getattr(obj, part, _MISSING)
+                if obj is _MISSING:
+                    return _MISSING
+            return obj
+    return _MISSING
+
+
+def _bound_names(tree: ast.AST) -> Set[str]:
+    """Names the answer itself defines (arguments, assignments, inner defs): not library calls."""
+    bound: Set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound.add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+    return bound
+
+
+def _same(value, wanted: str, resolved) -> bool:
+    """``value`` is the object ``wanted`` names (a bare name: any function of that name)."""
+    if value is _MISSING:
+        return False
+    if resolved is not _MISSING and value is resolved:
+        return True
+    return "." not in wanted and callable(value) and getattr(value, "__name__", None) == wanted
+
+
+def _matches(found: str, wanted: str) -> bool:
+    return found == wanted or found.endswith("." + wanted)
+
+
+def calls(obj, names: Iterable[str]) -> List[str]:
+    """Which of the dotted ``names`` the answer's code calls (or refers to), by its syntax tree.
+
+    ``"torch.softmax"`` matches ``torch.softmax(...)``, ``softmax(...)`` after
+    ``from torch import softmax`` and ``sm(...)`` after ``sm = torch.softmax`` at the top of the
+    notebook; a bare ``"softmax"`` matches any call ending in ``.softmax`` (``scores.softmax(-1)``,
+    ``torch.special.softmax``) and a call of a ``softmax`` the answer did not define itself.
+    An answer that *is* one of the names (``my_softmax = torch.softmax``) matches too.
+    Returns the matching names in the order given. Raises :class:`~attention_book.checks.core.Hint` when the source cannot be read.
+    """
+    names = list(names)
+    target = _unwrap(obj)
+    namespace = getattr(target, "__globals__", None)
+    if namespace is None and isinstance(target, type):
+        namespace = next((f.__globals__ for f in _own_functions(target)), {})
+    namespace = namespace or {}
+    resolved = {name: _resolve(name, namespace, import_missing=True) for name in names}
+    # the answer is itself one of the named functions (my_softmax = torch.softmax)
+    hits: Set[str] = {n for n in names if _same(target, n, resolved[n])}
+    if not isinstance(target, (types.FunctionType, type)):
+        return [n for n in names if n in hits]
+    tree = _parse(answer_source(obj))
+    if tree is None:
+        raise _hint(_NO_SOURCE.format(what=f"`{getattr(target, '__qualname__', target)}`"))
+    bound = _bound_names(tree)
+    imported = _imported_names(tree)
+    for node in ast.walk(tree):
+        is_call = isinstance(node, ast.Call)
+        expr = node.func if is_call else node
+        if not isinstance(expr, (ast.Name, ast.Attribute)):
+            continue
+        if not is_call and not isinstance(getattr(expr, "ctx", None), ast.Load):
+            continue
+        dotted = _dotted(expr)
+        if dotted is None:
+            continue
+        head, _, tail = dotted.partition(".")
+        if head in imported:  # `from torch import softmax` inside the answer: torch.softmax
+            dotted = imported[head] + ("." + tail if tail else "")
+            value = _resolve_loaded(dotted)
+        else:
+            value = _resolve(dotted, namespace) if head not in bound else _MISSING
+        for name in names:
+            if _same(value, name, resolved[name]):
+                hits.add(name)
+            elif is_call and _matches(dotted, name) and not (
+                "." not in dotted and dotted in bound
+            ):
+                hits.add(name)
+    return [name for name in names if name in hits]
+
+
+# --------------------------------------------------------------------------------------------------
+# "Write your own": answers that are, or use, the package's finished code
+# --------------------------------------------------------------------------------------------------
+
+
+def _from_package(obj) -> Optional[str]:
+    """``attention_book.x.y`` if ``obj`` is a module, function or class of the package."""
+    if isinstance(obj, types.ModuleType):
+        name = obj.__name__
+        return name if name == PACKAGE or name.startswith(PACKAGE + ".") else None
+    if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, type, functools.partial)):
+        target = obj.func if isinstance(obj, functools.partial) else obj
+        module = getattr(target, "__module__", None) or ""
+        if module == PACKAGE or module.startswith(PACKAGE + "."):
+            return f"{module}.{getattr(target, '__qualname__', getattr(target, '__name__', '?'))}"
+    return None
+
+
+def _is_allowed(obj, allowed: Tuple) -> bool:
+    for entry in allowed:
+        if isinstance(entry, str):
+            module, _, attr = entry.rpartition(".")
+            try:
+                entry = getattr(importlib.import_module(module), attr) if module else importlib.import_module(attr)
+            except Exception:
+                try:
+                    entry = importlib.import_module(entry if not module else f"{module}.{attr}")
+                except Exception:
+                    continue
+        if obj is entry:
+            return True
+    return False
+
+
+def _global_loads(code: types.CodeType) -> Iterable[Tuple[str, str]]:
+    """``(opname, name)`` of every global load and import in a code object and its nested code."""
+    for instruction in dis.get_instructions(code):
+        if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME", "IMPORT_NAME", "IMPORT_FROM"):
+            yield instruction.opname, instruction.argval
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _global_loads(const)
+
+
+def _message(what: str, how: str) -> str:
+    return (
+        f"your answer {how} `{what}`, the package's finished version; the exercise asks you to "
+        "write the code yourself (torch is fine), so this earns 0 points"
+    )
+
+
+def package_use(obj, allowed: Iterable = (), _seen: Optional[Set[int]] = None) -> str:
+    """Why ``obj`` counts as the package's own code (a "write your own" message), else ``""``.
+
+    ``obj`` is refused when it is defined in ``attention_book`` (or is an object of, or a subclass
+    of, a class defined there), or when its code imports ``attention_book`` or refers to a module,
+    function or class of it: directly, through a default argument or closure, or through a helper
+    function or class the reader defined. ``allowed`` lists package objects (or dotted names) an
+    exercise may use. Tensors, numbers and other data are never refused.
+    """
+    allowed = tuple(allowed)
+    seen = _seen if _seen is not None else set()
+    target = _unwrap(obj)
+    if id(target) in seen:
+        return ""
+    seen.add(id(target))
+    if isinstance(target, types.ModuleType):
+        where = _from_package(target)
+        return _message(where, "is the module") if where and not _is_allowed(target, allowed) else ""
+    if not isinstance(target, (types.FunctionType, type)):
+        where = _from_package(target)
+        return _message(where, "is") if where and not _is_allowed(target, allowed) else ""
+    if isinstance(target, type):
+        for base in target.__mro__:
+            where = _from_package(base)
+            if where and not _is_allowed(base, allowed):
+                how = "is" if base is target else "subclasses"
+                return _message(where, how)
+        for function in _own_functions(target):
+            found = package_use(function, allowed, seen)
+            if found:
+                return found
+        return ""
+    where = _from_package(target)
+    if where and not _is_allowed(target, allowed):
+        return _message(where, "is")
+    namespace = target.__globals__
+    for opname, name in _global_loads(target.__code__):
+        if opname in ("IMPORT_NAME",) and (name == PACKAGE or name.startswith(PACKAGE + ".")):
+            return _message(name, "imports")
+        if opname not in ("LOAD_GLOBAL", "LOAD_NAME"):
+            continue
+        value = namespace.get(name, _MISSING)
+        if value is _MISSING:
+            continue
+        found = _check_referenced(value, allowed, seen)
+        if found:
+            return found
+    extras = list(target.__defaults__ or ()) + list((target.__kwdefaults__ or {}).values())
+    for cell in target.__closure__ or ():
+        try:
+            extras.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            pass
+    for value in extras:
+        found = _check_referenced(value, allowed, seen)
+        if found:
+            return found
+    return ""
+
+
+def _check_referenced(value, allowed: Tuple, seen: Set[int]) -> str:
+    """A name the answer's code uses: refuse package objects, follow the reader's own helpers."""
+    if isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type,
+                          functools.partial)):
+        where = _from_package(value)
+        if where:
+            return "" if _is_allowed(value, allowed) else _message(where, "uses")
+    if isinstance(value, (types.FunctionType, type)) and _written_by_reader(value):
+        return package_use(value, allowed, seen)  # a helper the reader wrote: look inside it too
+    return ""
+
+
+def _written_by_reader(obj) -> bool:
+    """Defined in a notebook, a script or exec'd code, not in an installed library module."""
+    module = getattr(obj, "__module__", None) or ""
+    return not module or module == "__main__" or module.startswith("<") or module not in sys.modules

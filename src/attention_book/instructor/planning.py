@@ -1,0 +1,298 @@
+"""What runs for a submission: the release's own cells, the student's answers, and the flags.
+
+The grader never runs the submission as handed in. It rebuilds the notebook from the chapter's
+student release (what ``attention_book.instructor.release`` generates: trusted) and takes from the
+submission only
+
+* the **answer cells** of each exercise (found by the release's cell metadata, the
+  ``NotImplementedError`` marker, or the lines of the release's answer cell), and
+* the **cells the student added** (kept where they were, e.g. a helper function);
+
+every other code cell of the release (setup, demos, self-checks) runs as released: a changed or
+deleted course cell is restored from the release and, when changed, flagged with its role
+(``setup cell 1 changed``). Answer and added cells are read with :mod:`ast` for things a solution
+does not need (importing the course package, assigning to ``torch.*`` or another module's
+attributes, reading ``/proc``, dynamic imports, starting processes): those are flagged, and an
+answer importing the course package scores 0 ("write your own").
+
+The hidden tests of an exercise run right after its self-check cell (or its last answer cell).
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Set
+
+from .markup import NOT_IMPLEMENTED, Chapter, cell_text
+
+__all__ = ["Plan", "plan_submission", "plan_reference", "scan_code", "cell_hash"]
+
+
+def _norm(line: str) -> str:
+    return "".join(line.split())
+
+
+def cell_hash(text: str) -> str:
+    """Hash of a cell's code, blind to whitespace-only differences and trailing blank lines."""
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").strip("\n").split("\n")]
+    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Plan:
+    cells: List[dict]  # code cells to run, in order
+    points: Dict[int, List[str]]  # index in cells -> labels whose hidden tests run after it
+    sources: Dict[str, str]  # label -> the answer cells' text (student's or solution's)
+    flags: List[str] = field(default_factory=list)  # tampering, for the whole submission
+    answer_flags: Dict[str, List[str]] = field(default_factory=dict)  # label -> flags of its answer
+    notes: Dict[str, str] = field(default_factory=dict)  # label -> remark (answer cell not found)
+    package_import: Set[str] = field(default_factory=set)  # labels whose answer imports the package
+
+
+def _code_cell(text: str, role: str, label: str = "") -> dict:
+    from nbformat.v4 import new_code_cell
+
+    cell = new_code_cell(text)
+    cell.metadata["attention_book_grader"] = {"role": role, "exercise": label}
+    return cell
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading answers: what a solution does not need
+# ------------------------------------------------------------------------------------------------
+
+MODULE_ROOTS = {"torch", "F", "nn", "np", "numpy", "math", "sys", "os", "builtins", "random", "functools",
+                "attention_book", "matplotlib", "plt", "importlib", "inspect", "types", "gc"}
+PROCESS_CALLS = {"os.system", "os.fork", "os.popen", "os.kill", "os.execv", "os.execve", "os.setsid",
+                 "os.spawnv", "pty.spawn", "ctypes.CDLL"}
+PROCESS_MODULES = {"subprocess", "multiprocessing", "ctypes", "socket", "pty", "signal", "threading"}
+
+
+def _dotted(node) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    if isinstance(node, ast.Call):
+        return _dotted(node.func) + "()"
+    if isinstance(node, ast.Subscript):
+        return _dotted(node.value) + "[]"
+    return ""
+
+
+def scan_code(text: str, modules: Set[str]) -> List[str]:
+    """Flags for code in an answer or added cell (``modules``: names bound by imports anywhere)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []  # it will fail when it runs; not tampering
+    roots = MODULE_ROOTS | modules
+    flags: List[str] = []
+
+    def flag(text: str) -> None:
+        if text not in flags:
+            flags.append(text)
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for name in names:
+                top = name.split(".")[0]
+                if top == "attention_book":
+                    flag("imports the course package (attention_book): write your own")
+                elif top in ("importlib",):
+                    flag("imports modules dynamically (importlib)")
+                elif top in PROCESS_MODULES:
+                    flag(f"imports {top} (processes, native code or network: not needed here)")
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            for target in targets:
+                for item in ast.walk(target):
+                    if isinstance(item, ast.Attribute):
+                        dotted = _dotted(item)
+                        if dotted.split(".")[0] in roots:
+                            flag(f"assigns to {dotted} (changes a module for everyone)")
+        elif isinstance(node, ast.Call):
+            name = _dotted(node.func)
+            if name in ("setattr", "delattr") and node.args:
+                root = _dotted(node.args[0]).split(".")[0]
+                if root in roots:
+                    flag(f"{name}() on the module {root}")
+            elif name in ("__import__", "importlib.import_module"):
+                flag("imports modules dynamically (__import__)")
+            elif name in PROCESS_CALLS or name.startswith("os.exec") or name.startswith("os.spawn"):
+                flag(f"calls {name} (starts or signals processes)")
+            elif name in ("eval", "exec", "compile"):
+                flag(f"calls {name}() on text")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "/proc" in node.value:
+            flag("reads /proc")
+        elif isinstance(node, ast.Attribute) and _dotted(node) in ("sys.modules", "os.environ", "gc.get_objects",
+                                                                     "sys._getframe", "builtins.__dict__"):
+            flag(f"uses {_dotted(node)}")
+    return flags
+
+
+def imported_names(texts: List[str]) -> Set[str]:
+    names: Set[str] = set()
+    for text in texts:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                names |= {a.asname or a.name for a in node.names}
+    return names
+
+
+# ------------------------------------------------------------------------------------------------
+# Finding the answer cells of a submission
+# ------------------------------------------------------------------------------------------------
+
+
+def _answer_label(cell, release_answers: Dict[str, List[str]], other_lines: Counter) -> Optional[str]:
+    info = (cell.get("metadata") or {}).get("attention_book") or {}
+    if isinstance(info, dict) and info.get("role") == "answer" and info.get("exercise") in release_answers:
+        return info["exercise"]
+    text = cell_text(cell)
+    for label in release_answers:
+        marker = NOT_IMPLEMENTED.format(label=label).split("(", 1)[1][:20]
+        if marker in text:
+            return label
+    best, best_score = None, 0.0
+    have = {_norm(line) for line in text.split("\n")}
+    for label, released in release_answers.items():
+        wanted = {_norm(line) for text in released for line in text.split("\n")
+                  if _norm(line) and "NotImplementedError" not in line} - set(other_lines)
+        score = len(wanted & have) / len(wanted) if wanted else 0.0
+        if score > best_score:
+            best, best_score = label, score
+    return best if best_score >= 0.5 else None
+
+
+def plan_submission(nb, release_nb, chapter: Chapter, labels: List[str]) -> Plan:
+    """The cells to run for a submission, rebuilt on the release (see the module's docstring)."""
+    release_cells = [c for c in release_nb["cells"] if c.get("cell_type") == "code"]
+    roles = [((c.get("metadata") or {}).get("attention_book") or {}) for c in release_cells]
+    release_answers: Dict[str, List[str]] = {}
+    for cell, info in zip(release_cells, roles):
+        if info.get("role") == "answer":
+            release_answers.setdefault(info["exercise"], []).append(cell_text(cell))
+    other_lines = Counter()
+    for cell, info in zip(release_cells, roles):
+        if info.get("role") != "answer":
+            other_lines.update({_norm(l) for l in cell_text(cell).split("\n") if _norm(l)})
+    sub_cells = [c for c in nb["cells"] if c.get("cell_type") == "code"]
+    sub_texts = [cell_text(c) for c in sub_cells]
+    modules = imported_names([cell_text(c) for c in release_cells])
+    release_hashes = [cell_hash(cell_text(c)) for c in release_cells]
+    sub_hashes = [cell_hash(t) for t in sub_texts]
+    matcher = difflib.SequenceMatcher(a=release_hashes, b=sub_hashes, autojunk=False)
+    plan = Plan([], {}, {label: "" for label in labels})
+    answers_seen: Dict[str, int] = {}
+
+    def role_name(index: int) -> str:
+        info = roles[index]
+        if info.get("role") == "check":
+            return f"self-check cell of {info.get('exercise')}"
+        return "setup cell" if index == 0 else "course cell"
+
+    def add_student(j: int, label: Optional[str]) -> None:
+        text = sub_texts[j]
+        flags = scan_code(text, modules)
+        if label:
+            plan.cells.append(_code_cell(text, "answer", label))
+            plan.sources[label] = (plan.sources.get(label, "") + "\n" + text).strip("\n")
+            answers_seen[label] = len(plan.cells) - 1
+            if flags:
+                plan.answer_flags.setdefault(label, []).extend(f for f in flags if f not in plan.answer_flags[label])
+            if any("course package" in f for f in flags):
+                plan.package_import.add(label)
+        else:
+            plan.cells.append(_code_cell(text, "added"))
+            for f in flags:
+                text_flag = f"an added cell {f}"
+                if text_flag not in plan.flags:
+                    plan.flags.append(text_flag)
+
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            for i in range(i1, i2):
+                label = roles[i].get("exercise") if roles[i].get("role") == "answer" else None
+                if label:  # an unchanged answer cell: still the stub
+                    add_student(j1 + i - i1, label)
+                else:
+                    plan.cells.append(_code_cell(cell_text(release_cells[i]), roles[i].get("role") or "course",
+                                                 roles[i].get("exercise", "")))
+            continue
+        # a changed stretch: the student's answers and added cells, then the course cells restored
+        students = []
+        for j in range(j1, j2):
+            label = _answer_label(sub_cells[j], release_answers, other_lines)
+            students.append((j, label))
+        unmatched_release = [i for i in range(i1, i2) if roles[i].get("role") != "answer"]
+        others = [j for j, label in students if label is None]
+        taken = set()
+        if len(others) == len(unmatched_release):  # one edited copy per course cell, in order
+            pairs = list(zip(unmatched_release, others))
+        else:  # cells added and edited: pair an edited copy with the course cell it resembles
+            pairs = []
+            for i in unmatched_release:
+                release_text = cell_text(release_cells[i])
+                scored = [(difflib.SequenceMatcher(a=release_text, b=sub_texts[j], autojunk=False).ratio(), j)
+                          for j in others if j not in {p[1] for p in pairs}]
+                best = max(scored, default=(0.0, None))
+                if best[1] is not None and best[0] >= 0.6:
+                    pairs.append((i, best[1]))
+        for i, j in pairs:  # the student's edited copy is replaced by the release's cell
+            taken.add(j)
+            plan.flags.append(f"{role_name(i)} {i + 1} changed: restored from the release")
+        for j, label in students:
+            if j not in taken:
+                add_student(j, label)
+        for i in range(i1, i2):
+            if roles[i].get("role") != "answer":
+                plan.cells.append(_code_cell(cell_text(release_cells[i]), roles[i].get("role") or "course",
+                                             roles[i].get("exercise", "")))
+    # where the hidden tests run: after the exercise's self-check cell, else after its answer
+    for label in labels:
+        check = [k for k, c in enumerate(plan.cells)
+                 if c.metadata["attention_book_grader"] == {"role": "check", "exercise": label}]
+        if check:
+            plan.points.setdefault(check[-1], []).append(label)
+        elif label in answers_seen:
+            plan.points.setdefault(answers_seen[label], []).append(label)
+        else:
+            plan.points.setdefault(-1, []).append(label)
+            if label in release_answers:
+                plan.notes[label] = "answer cell not found (deleted or renamed?): tested at the end"
+    return plan
+
+
+def plan_reference(source_nb, chapter: Chapter, labels: List[str]) -> Plan:
+    """The chapter's own notebook (the solution): every code cell, tests after each check cell."""
+    cells, points, sources = [], {}, {label: "" for label in labels}
+    index_map = {}
+    for index, cell in enumerate(source_nb["cells"]):
+        if cell.get("cell_type") != "code":
+            continue
+        label = chapter.cell_exercise.get(index, "")
+        role = chapter.roles.get(index, "course")
+        cells.append(_code_cell(cell_text(cell), role, label))
+        index_map[index] = len(cells) - 1
+        if role == "answer" and label in sources:
+            sources[label] = (sources[label] + "\n" + cell_text(cell)).strip("\n")
+    for label in labels:
+        ex = chapter.exercise(label)
+        where = [index_map[i] for i in (ex.check_cells or ex.answer_cells) if i in index_map]
+        points.setdefault(where[-1] if where else -1, []).append(label)
+    return Plan(cells, points, sources)

@@ -1,0 +1,112 @@
+"""grades.csv and summary.md from the records, with every name and message escaped.
+
+CSV cells that a spreadsheet would read as a formula (starting with ``=``, ``+``, ``-``, ``@``,
+a tab or a carriage return) get a leading ``'``; Markdown cells have ``|``, backticks, brackets,
+``<`` and line breaks escaped, so a student's file name cannot add rows or links to the summary.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple
+
+__all__ = ["CSV_COLUMNS", "csv_cell", "md_cell", "atomic_write", "write_outputs", "read_grades"]
+
+CSV_COLUMNS = ["student", "exercise", "number", "points", "max", "message", "flags"]
+
+
+def csv_cell(value) -> str:
+    text = str(value)
+    if text and text[0] in "=+-@\t\r" and not _is_number(text):
+        return "'" + text
+    return text
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def md_cell(value, limit: int = 300) -> str:
+    text = " ".join(str(value).split())[:limit]
+    for char in "\\`|[]<>*_#":
+        text = text.replace(char, "\\" + char)
+    return text
+
+
+def atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_grades(csv_path: Path) -> Dict[Tuple[str, str], Tuple[float, float, str]]:
+    """``grades.csv`` as ``{(student, exercise label): (points, max, message)}``."""
+    with open(csv_path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    if not rows or rows[0] != CSV_COLUMNS:
+        raise ValueError(f"{csv_path} does not start with the header {','.join(CSV_COLUMNS)}")
+    out = {}
+    for row in rows[1:]:
+        student = row[0][1:] if row[0].startswith("'") and row[0][1:2] in ("=", "+", "-", "@", "\t", "\r") else row[0]
+        out[(student, row[1])] = (float(row[3]), float(row[4]), row[5])
+    return out
+
+
+def write_outputs(out: Path, title: str, rows: Sequence[List[str]], students: Sequence[dict],
+                  skipped: Sequence[Tuple[str, str]], points_file: str) -> Tuple[Path, Path]:
+    """``rows``: [student, label, number, points, max, message, flags] (raw, unescaped);
+    ``students``: [{"student", "points", "max", "note", "flags"}]; ``skipped``: [(name, why)]."""
+    table = io.StringIO()
+    writer = csv.writer(table, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for row in rows:
+        writer.writerow([csv_cell(v) for v in row])
+    csv_path, summary_path = out / "grades.csv", out / "summary.md"
+    atomic_write(csv_path, table.getvalue())
+    lines = [f"# Grades for `{md_cell(title).replace(chr(96), '')}`", "",
+             f"{len(students)} submissions. Points per exercise: `{points_file}`; details per exercise in "
+             "`grades.csv`.", "", "| student | points | max | % | note | flags |", "|---|---:|---:|---:|---|---|"]
+    for entry in students:
+        top = entry["max"]
+        percent = f"{100 * entry['points'] / top:.0f}" if top else "-"
+        lines.append(f"| {md_cell(entry['student'])} | {entry['points']:g} | {top:g} | {percent} | "
+                     f"{md_cell(entry['note'], 160)} | {md_cell('; '.join(entry['flags']), 400)} |")
+    per_exercise: Dict[Tuple[str, str], List[Tuple[float, float, str]]] = defaultdict(list)
+    for row in rows:
+        if row[1] != "-":
+            per_exercise[(row[1], row[2])].append((float(row[3]), float(row[4]), row[5]))
+    lines += ["", "| exercise | mean points | max | full marks | not implemented |", "|---|---:|---:|---:|---:|"]
+    for (label, number), entries in per_exercise.items():
+        mean = sum(e[0] for e in entries) / len(entries)
+        full = sum(1 for e in entries if e[0] >= e[1] > 0)
+        missing = sum(1 for e in entries if e[2].startswith("not implemented"))
+        lines.append(f"| {md_cell(number)} ({md_cell(label)}) | {mean:.2f} | {entries[0][1]:g} | "
+                     f"{full}/{len(entries)} | {missing} |")
+    flagged = [e for e in students if e["flags"]]
+    if flagged:
+        lines += ["", "## Flagged submissions", ""]
+        for entry in flagged:
+            lines.append(f"- {md_cell(entry['student'])}: {md_cell('; '.join(entry['flags']), 800)}")
+    if skipped:
+        lines += ["", "## Files not graded", ""]
+        lines += [f"- {md_cell(name)}: {md_cell(why)}" for name, why in skipped]
+    atomic_write(summary_path, "\n".join(lines) + "\n")
+    return csv_path, summary_path

@@ -1,0 +1,66 @@
+"""Points from the grader's own test results: only tests and weights the grader loaded count.
+
+A test result is ``{"name", "passed", "hint", "not_implemented"}``; the weight of each test comes
+from the hidden-test file the grader loaded (never from a result), so a result naming an unknown
+test, a repeated one or a strange weight changes nothing. Points are
+``max x (weights passed / weights)``, clamped to ``[0, max]`` and rounded to 2 decimals.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Optional, Tuple
+
+from .hidden import HiddenTest
+
+__all__ = ["score_exercise"]
+
+
+def score_exercise(results: Optional[List[dict]], tests: List[HiddenTest], max_points: float,
+                   reason: str = "", note: str = "", zero_reason: str = "") -> Tuple[float, str]:
+    """Points and message of one exercise (``tests``: the grader's hidden tests of it)."""
+    def finish(points: float, message: str) -> Tuple[float, str]:
+        if note:
+            message = f"{message} ({note})"
+        points = min(max(points, 0.0), max_points) if math.isfinite(points) else 0.0
+        return round(points, 2), message[:600]
+
+    if not tests:
+        return finish(0.0, "no hidden tests for this exercise: grade it by hand")
+    if zero_reason:
+        return finish(0.0, zero_reason)
+    if results is None:
+        return finish(0.0, reason or "not evaluated")
+    by_name: Dict[str, dict] = {}
+    for entry in results:
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            by_name.setdefault(entry["name"], entry)
+    total = sum(t.weight for t in tests)
+    passed = 0.0
+    hints: List[str] = []
+    missing = 0
+    not_implemented = 0
+    values_right = any(by_name.get(t.name, {}).get("passed") is True for t in tests if not t.guard)
+    for test in tests:
+        entry = by_name.get(test.name)
+        if entry is None:
+            missing += 1
+            continue
+        if entry.get("passed") is True and test.guard and not values_right:
+            hints.append(f"{test.name}: counts once the values are right")
+        elif entry.get("passed") is True:
+            passed += test.weight
+        elif entry.get("not_implemented") is True:
+            not_implemented += 1
+        else:
+            hints.append(f"{test.name}: {entry.get('hint') or 'failed'}")
+    if not_implemented and passed == 0 and not_implemented + missing == len(tests):
+        return finish(0.0, "not implemented: replace `raise NotImplementedError(...)` with your code")
+    if missing == len(tests):
+        return finish(0.0, reason or "not evaluated")
+    if missing:
+        hints.append(f"{missing} test(s) not run: {reason or 'the notebook stopped'}")
+    count = f"{passed:g}/{total:g} test weight passed"
+    if passed == total:
+        return finish(max_points, f"all {len(tests)} tests passed")
+    return finish(max_points * passed / total, count + ("; " + "; ".join(hints) if hints else ""))

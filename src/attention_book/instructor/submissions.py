@@ -1,0 +1,130 @@
+"""Reading a submissions folder: which files are graded, their names, records and chapters.
+
+* Only regular ``*.ipynb`` files are graded. Dot-files, other files, folders, links and files over
+  ``MAX_BYTES`` are listed as skipped, with the reason.
+* A student is the exact file name (``a b.ipynb`` and ``a_b.ipynb`` are two students); the record
+  name is the file name percent-escaped (one-to-one); two names whose records would collide on a
+  case-insensitive disk are refused with a message.
+* The chapter of a submission is recognised from the release metadata or its exercise labels; a
+  notebook of another chapter than the assignment's is flagged and scores 0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional, Tuple
+from urllib.parse import quote
+
+from .course import Course, natural_key
+from .markup import LABEL_RE, Chapter, cell_text
+
+__all__ = ["Submission", "list_submissions", "read_notebook", "recognise_chapter", "pick_chapter",
+           "record_name", "MAX_BYTES"]
+
+MAX_BYTES = 20 * 1024 * 1024
+
+
+@dataclass
+class Submission:
+    name: str  # the exact file name
+    path: Path
+    digest: str
+    data: bytes = b""
+    nb: Optional[object] = None
+    error: str = ""
+
+    @property
+    def student(self) -> str:
+        return self.name[:-6] if self.name.endswith(".ipynb") else self.name
+
+
+def record_name(file_name: str) -> str:
+    return quote(file_name, safe="-_.") + ".json"
+
+
+def list_submissions(folder: Path) -> Tuple[List[Submission], List[Tuple[str, str]]]:
+    """The graded submissions and the skipped files ``(name, why)``, in natural order."""
+    if not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is not a folder: pass the folder holding the submissions")
+    subs, skipped = [], []
+    for entry in sorted(os.scandir(folder), key=lambda e: natural_key(e.name)):
+        name = entry.name
+        info = entry.stat(follow_symlinks=False)
+        if stat.S_ISLNK(info.st_mode):
+            skipped.append((name, "a link, not a file (links are never followed)"))
+        elif stat.S_ISDIR(info.st_mode):
+            skipped.append((name, "a folder"))
+        elif not stat.S_ISREG(info.st_mode):
+            skipped.append((name, "not a regular file"))
+        elif name.startswith("."):
+            skipped.append((name, "a hidden file (name starts with a dot)"))
+        elif not name.endswith(".ipynb"):
+            skipped.append((name, "not a notebook (.ipynb)"))
+        elif info.st_size > MAX_BYTES:
+            skipped.append((name, f"larger than {MAX_BYTES // 2**20} MB"))
+        else:
+            subs.append(_read(folder / name, name))
+    seen = {}
+    for sub in subs:
+        key = record_name(sub.name).lower()
+        if key in seen:
+            raise ValueError(f"{seen[key]!r} and {sub.name!r} differ only in upper/lower case: their records "
+                             "would collide on some disks; rename one and grade again")
+        seen[key] = sub.name
+    return subs, skipped
+
+
+def _read(path: Path, name: str) -> Submission:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(MAX_BYTES + 1)
+    return Submission(name, path, hashlib.sha256(data).hexdigest(), data)
+
+
+def read_notebook(sub: Submission) -> None:
+    import nbformat
+
+    try:
+        nb = nbformat.reads(sub.data.decode("utf-8"), as_version=4)
+        if not isinstance(nb.get("cells"), list):
+            raise ValueError("no list of cells")
+        for cell in nb.cells:
+            if not isinstance(cell, dict) or "cell_type" not in cell:
+                raise ValueError("a cell without cell_type")
+            cell.setdefault("metadata", {})
+            cell["source"] = cell_text(cell)
+        sub.nb = nb
+    except UnicodeDecodeError:
+        sub.error = "not a notebook: the file is not UTF-8 text"
+    except Exception as err:  # JSON errors, nbformat errors, ...
+        sub.error = f"not a notebook: {type(err).__name__}: {str(err)[:200]}"
+
+
+def recognise_chapter(nb, course: Course) -> Optional[Chapter]:
+    meta = (nb.get("metadata", {}).get("attention_book") or {})
+    meta_source = meta.get("source") if isinstance(meta, dict) else None
+    for chapter in course.chapters:
+        if meta_source == chapter.path:
+            return chapter
+    text = "\n".join(cell_text(c) for c in nb.get("cells", []))
+    found = set(LABEL_RE.findall(text))
+    best, best_hits = None, 0
+    for chapter in course.chapters:
+        hits = len(found & {ex.label for ex in chapter.exercises})
+        if hits > best_hits:
+            best, best_hits = chapter, hits
+    return best
+
+
+def pick_chapter(course: Course, wanted: str) -> Chapter:
+    for chapter in course.chapters:
+        if wanted in (chapter.path, chapter.stem) or chapter.stem.startswith(wanted) or (
+            chapter.number is not None and wanted.isdigit() and int(wanted) == chapter.number
+        ):
+            return chapter
+    names = ", ".join(c.stem for c in course.chapters)
+    raise ValueError(f"--chapter {wanted!r} matches no chapter; choose one of: {names}")

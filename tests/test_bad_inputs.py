@@ -1,0 +1,305 @@
+"""Every public constructor and forward pass, fed bad input: the right exception, a helpful message.
+
+The rule (``attention_book.validation``): a wrong **type** raises ``TypeError``, a bad **value**
+``ValueError``, and the message names the argument (and shows the value, and says how to fix it).
+
+How to add rows (other modules' classes are welcome):
+
+* a constructor: one line in ``CONSTRUCTORS`` -- the class, keyword arguments that work, and
+  which of them are sizes (positive ints), probabilities and flags. The bad values below are
+  tried for each (``3.0``, ``"3"``, ``True``, ``0``, ``-1`` for a size, and so on);
+* anything else: ``Bad(id, call, error, argument)`` in ``CALLS``, where ``call`` is a function
+  without arguments that does the bad thing, ``error`` is ``TypeError`` or ``ValueError`` and
+  ``argument`` is the name the message must contain (``value``, optional, must appear too).
+
+"Another device" is simulated with the ``meta`` device (tensors with a shape and no data), so
+the table runs on a CPU-only machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence
+
+import pytest
+import torch
+
+from attention_book.attention import SelfAttention, SelfAttentionParams, copy_weights
+from attention_book.causal import CausalAttention, renormalise_masked
+from attention_book.cross import CrossAttention, padded_softmax
+from attention_book.data import build_vocabulary, encode
+from attention_book.embedding import TokenAndPositionEmbedding
+from attention_book.functional import masked_softmax, scaled_dot_product_attention
+from attention_book.masks import causal_mask
+from attention_book.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
+from attention_book.scores import (
+    attention_entropy,
+    attention_scores,
+    naive_softmax,
+    scaled_attention_weights,
+    stable_softmax,
+    sum_normalize,
+)
+
+
+@dataclass(frozen=True)
+class Bad:
+    id: str
+    call: Callable[[], object]
+    error: type
+    argument: str
+    value: Optional[str] = None
+
+
+# ----------------------------------------------------------------- constructors
+@dataclass(frozen=True)
+class Constructor:
+    cls: type
+    good: Dict[str, object]
+    sizes: Sequence[str] = ()
+    probabilities: Sequence[str] = ()
+    flags: Sequence[str] = ()
+    optional: Sequence[str] = ()  # arguments for which None is a good value (a default)
+
+
+CONSTRUCTORS: List[Constructor] = [
+    Constructor(SelfAttention, dict(d_in=3, d_out_kq=2, d_out_v=4, qkv_bias=False),
+                sizes=("d_in", "d_out_kq", "d_out_v"), flags=("qkv_bias",), optional=("d_out_v",)),
+    Constructor(SelfAttentionParams, dict(d_in=3, d_out_kq=2, d_out_v=4, qkv_bias=False),
+                sizes=("d_in", "d_out_kq", "d_out_v"), flags=("qkv_bias",), optional=("d_out_v",)),
+    Constructor(CausalAttention, dict(d_in=3, d_out=2, context_length=6, dropout=0.0, qkv_bias=False),
+                sizes=("d_in", "d_out", "context_length"), probabilities=("dropout",), flags=("qkv_bias",)),
+    Constructor(CrossAttention, dict(d_in=3, d_out_kq=2, d_out_v=4, qkv_bias=False, d_context=5),
+                sizes=("d_in", "d_out_kq", "d_out_v", "d_context"), flags=("qkv_bias",), optional=("d_context",)),
+    Constructor(MultiHeadAttention, dict(d_in=3, d_out=4, context_length=6, dropout=0.0, num_heads=2,
+                                         qkv_bias=False, causal=False, kdim=5),
+                sizes=("d_in", "d_out", "context_length", "num_heads", "kdim"), probabilities=("dropout",),
+                flags=("qkv_bias", "causal"), optional=("kdim",)),
+    Constructor(MultiHeadAttentionWrapper, dict(d_in=3, d_out=4, context_length=6, dropout=0.0, num_heads=2,
+                                                qkv_bias=False, causal=True),
+                sizes=("d_in", "d_out", "context_length", "num_heads"), probabilities=("dropout",),
+                flags=("qkv_bias", "causal")),
+    Constructor(TokenAndPositionEmbedding, dict(vocab_size=10, context_length=4, embedding_dim=3),
+                sizes=("vocab_size", "context_length", "embedding_dim")),
+]
+
+BAD_SIZES = [(3.0, TypeError), (2.5, TypeError), ("3", TypeError), (True, TypeError), (None, TypeError),
+             (0, ValueError), (-1, ValueError)]
+BAD_PROBABILITIES = [("0.1", TypeError), (None, TypeError), (False, TypeError), (1.0, ValueError),
+                     (-0.1, ValueError), (float("nan"), ValueError)]
+BAD_FLAGS = [(1, TypeError), ("yes", TypeError), (None, TypeError)]
+
+
+def _constructor_rows() -> List[Bad]:
+    rows = []
+    for spec in CONSTRUCTORS:
+        for names, bad_values in ((spec.sizes, BAD_SIZES), (spec.probabilities, BAD_PROBABILITIES),
+                                  (spec.flags, BAD_FLAGS)):
+            for name in names:
+                for value, error in bad_values:
+                    if value is None and name in spec.optional:
+                        continue
+                    kwargs = dict(spec.good, **{name: value})
+                    rows.append(Bad(f"{spec.cls.__name__}({name}={value!r})",
+                                    lambda cls=spec.cls, kwargs=kwargs: cls(**kwargs), error, name, repr(value)))
+    return rows
+
+
+def test_the_good_constructor_arguments_work():
+    """Otherwise every row above would pass for the wrong reason."""
+    for spec in CONSTRUCTORS:
+        spec.cls(**spec.good)
+        for name in spec.optional:
+            spec.cls(**dict(spec.good, **{name: None}))
+
+
+# ----------------------------------------------------------------- forward passes and functions
+def _mha(**overrides):
+    torch.manual_seed(0)
+    kwargs = dict(d_in=4, d_out=4, context_length=6, dropout=0.0, num_heads=2) | overrides
+    return MultiHeadAttention(**kwargs)
+
+
+X = torch.zeros(2, 5, 4)  # (B, T, d_in) for the 4-wide modules
+CONTEXT = torch.zeros(2, 7, 3)  # (B, T_kv, kdim=3)
+META = torch.zeros(2, 5, 4, device="meta")
+
+
+def _x_rows(name: str, module_factory: Callable[[], object], width: int, context_length: int,
+            three_d_only: bool) -> List[Bad]:
+    """The bad ``x`` every attention module must refuse."""
+    rows = [
+        Bad(f"{name}: x as a list", lambda: module_factory()([[0.0] * width]), TypeError, "x"),
+        Bad(f"{name}: x of token ids", lambda: module_factory()(torch.zeros(1, 3, width, dtype=torch.long)),
+            TypeError, "x"),
+        Bad(f"{name}: x 4-D", lambda: module_factory()(torch.zeros(2, 1, 3, width)), ValueError, "x"),
+        Bad(f"{name}: x 1-D", lambda: module_factory()(torch.zeros(width)), ValueError, "x"),
+        Bad(f"{name}: x too wide", lambda: module_factory()(torch.zeros(1, 3, width + 1)), ValueError, "x",
+            str(width + 1)),
+        Bad(f"{name}: x float64", lambda: module_factory()(torch.zeros(1, 3, width, dtype=torch.float64)),
+            TypeError, "x", "float64"),
+        Bad(f"{name}: x on another device", lambda: module_factory()(torch.zeros(1, 3, width, device="meta")),
+            ValueError, "x", "meta"),
+        Bad(f"{name}: return_weights='yes'", lambda: module_factory()(torch.zeros(1, 3, width), return_weights="yes"),
+            TypeError, "return_weights"),
+    ]
+    if context_length:
+        rows.append(Bad(f"{name}: x longer than context_length",
+                        lambda: module_factory()(torch.zeros(1, context_length + 1, width)), ValueError, "x",
+                        f"context_length={context_length}"))
+    if three_d_only:
+        rows.append(Bad(f"{name}: x 2-D", lambda: module_factory()(torch.zeros(3, width)), ValueError, "x"))
+    return rows
+
+
+def _cross():
+    torch.manual_seed(0)
+    return CrossAttention(4, 2, 3, d_context=3)
+
+
+def _embedding():
+    torch.manual_seed(0)
+    return TokenAndPositionEmbedding(vocab_size=10, context_length=4, embedding_dim=3)
+
+
+Q, K, V = torch.zeros(2, 3, 4), torch.zeros(2, 5, 4), torch.zeros(2, 5, 6)
+
+CALLS: List[Bad] = [
+    # --- chapter 4
+    *_x_rows("SelfAttention", lambda: SelfAttention(4, 2), 4, 0, three_d_only=False),
+    *_x_rows("SelfAttentionParams", lambda: SelfAttentionParams(4, 2), 4, 0, three_d_only=False),
+    Bad("copy_weights: not attention modules", lambda: copy_weights(torch.nn.Linear(3, 2), SelfAttention(3, 2)),
+        TypeError, "W_query"),
+    Bad("copy_weights: other sizes", lambda: copy_weights(SelfAttention(3, 2), SelfAttention(3, 4)),
+        ValueError, "W_query"),
+    # --- chapter 5
+    *_x_rows("MultiHeadAttention", lambda: _mha(), 4, 6, three_d_only=True),
+    *_x_rows("MultiHeadAttentionWrapper", lambda: MultiHeadAttentionWrapper(4, 4, 6, 0.0, 2), 4, 6,
+             three_d_only=True),
+    Bad("MultiHeadAttention(d_out=5, num_heads=2)", lambda: _mha(d_out=5), ValueError, "num_heads"),
+    Bad("MultiHeadAttention: context with causal=True", lambda: _mha(kdim=3)(X, CONTEXT), ValueError, "causal"),
+    Bad("MultiHeadAttention: kdim module without context", lambda: _mha(kdim=3, causal=False)(X), ValueError,
+        "kdim"),
+    Bad("MultiHeadAttention: context as a list", lambda: _mha(kdim=3, causal=False)(X, CONTEXT.tolist()),
+        TypeError, "context"),
+    Bad("MultiHeadAttention: context too wide", lambda: _mha(kdim=3, causal=False)(X, torch.zeros(2, 7, 4)),
+        ValueError, "context", "kdim=3"),
+    Bad("MultiHeadAttention: context 2-D", lambda: _mha(kdim=3, causal=False)(X, torch.zeros(7, 3)),
+        ValueError, "context"),
+    Bad("MultiHeadAttention: context batch", lambda: _mha(kdim=3, causal=False)(X, torch.zeros(3, 7, 3)),
+        ValueError, "context"),
+    Bad("MultiHeadAttention: context float64",
+        lambda: _mha(kdim=3, causal=False)(X, CONTEXT.double()), TypeError, "context", "float64"),
+    Bad("MultiHeadAttention: context on another device",
+        lambda: _mha(kdim=3, causal=False)(X, CONTEXT.to("meta")), ValueError, "context", "meta"),
+    Bad("MultiHeadAttention: key_padding_mask float", lambda: _mha()(X, key_padding_mask=torch.zeros(2, 5)),
+        TypeError, "key_padding_mask"),
+    Bad("MultiHeadAttention: key_padding_mask list", lambda: _mha()(X, key_padding_mask=[[True] * 5] * 2),
+        TypeError, "key_padding_mask"),
+    Bad("MultiHeadAttention: key_padding_mask shape",
+        lambda: _mha()(X, key_padding_mask=torch.zeros(2, 6, dtype=torch.bool)), ValueError, "key_padding_mask",
+        "(2, 6)"),
+    Bad("MultiHeadAttention: key_padding_mask of the queries in cross-attention",
+        lambda: _mha(kdim=3, causal=False)(X, CONTEXT, key_padding_mask=torch.zeros(2, 5, dtype=torch.bool)),
+        ValueError, "key_padding_mask"),
+    Bad("MultiHeadAttention: attn_mask float", lambda: _mha()(X, attn_mask=torch.zeros(5, 5)), TypeError,
+        "attn_mask"),
+    Bad("MultiHeadAttention: attn_mask shape", lambda: _mha()(X, attn_mask=causal_mask(6)), ValueError,
+        "attn_mask", "(6, 6)"),
+    # --- chapter 6
+    *[row for row in _x_rows("CrossAttention", lambda: lambda x, **kw: _cross()(x, torch.zeros(1, 2, 3), **kw),
+                             4, 0, three_d_only=False)
+      if "1-D" not in row.id],  # (a 1-D x meets the 3-D context: that error names both)
+    Bad("CrossAttention: context as a list", lambda: _cross()(torch.zeros(5, 4), [[0.0] * 3]), TypeError,
+        "context"),
+    Bad("CrossAttention: context too wide", lambda: _cross()(torch.zeros(5, 4), torch.zeros(7, 4)), ValueError,
+        "context", "d_context=3"),
+    Bad("CrossAttention: context batch", lambda: _cross()(torch.zeros(2, 5, 4), torch.zeros(3, 7, 3)), ValueError,
+        "context"),
+    Bad("CrossAttention: context float64", lambda: _cross()(torch.zeros(5, 4), torch.zeros(7, 3).double()),
+        TypeError, "context"),
+    Bad("CrossAttention: context on another device",
+        lambda: _cross()(torch.zeros(5, 4), torch.zeros(7, 3, device="meta")), ValueError, "context", "meta"),
+    Bad("CrossAttention: key_padding_mask float",
+        lambda: _cross()(torch.zeros(5, 4), torch.zeros(7, 3), key_padding_mask=torch.zeros(7)), TypeError,
+        "key_padding_mask"),
+    Bad("CrossAttention: key_padding_mask shape",
+        lambda: _cross()(torch.zeros(5, 4), torch.zeros(7, 3), key_padding_mask=torch.zeros(5, dtype=torch.bool)),
+        ValueError, "key_padding_mask"),
+    Bad("padded_softmax: mask float", lambda: padded_softmax(torch.zeros(2, 3, 4), torch.zeros(2, 4)),
+        TypeError, "key_padding_mask"),
+    Bad("padded_softmax: mask shape",
+        lambda: padded_softmax(torch.zeros(2, 3, 4), torch.zeros(2, 3, dtype=torch.bool)), ValueError,
+        "key_padding_mask"),
+    # --- chapter 7
+    *_x_rows("CausalAttention", lambda: CausalAttention(4, 2, 6), 4, 6, three_d_only=True),
+    Bad("renormalise_masked: hide float", lambda: renormalise_masked(torch.zeros(3, 3), torch.zeros(3, 3)),
+        TypeError, "hide"),
+    Bad("renormalise_masked: hide shape", lambda: renormalise_masked(torch.zeros(3, 3), causal_mask(4)),
+        ValueError, "hide"),
+    # --- chapter 1
+    Bad("TokenAndPositionEmbedding: token_ids float", lambda: _embedding()(torch.zeros(1, 3)), TypeError,
+        "token_ids"),
+    Bad("TokenAndPositionEmbedding: token_ids list", lambda: _embedding()([1, 2]), TypeError, "token_ids"),
+    Bad("TokenAndPositionEmbedding: token_ids 3-D", lambda: _embedding()(torch.zeros(1, 1, 2, dtype=torch.long)),
+        ValueError, "token_ids"),
+    Bad("TokenAndPositionEmbedding: too long", lambda: _embedding()(torch.zeros(1, 5, dtype=torch.long)),
+        ValueError, "token_ids", "context_length=4"),
+    Bad("TokenAndPositionEmbedding: id out of range", lambda: _embedding()(torch.tensor([[0, 10]])), ValueError,
+        "token_ids", "vocab_size=10"),
+    Bad("TokenAndPositionEmbedding: another device",
+        lambda: _embedding()(torch.zeros(1, 3, dtype=torch.long, device="meta")), ValueError, "token_ids", "meta"),
+    Bad("build_vocabulary: not a str", lambda: build_vocabulary(["a", "b"]), TypeError, "text"),
+    Bad("build_vocabulary: no words", lambda: build_vocabulary(" , "), ValueError, "text"),
+    Bad("encode: not a str", lambda: encode(3, {"a": 0}), TypeError, "text"),
+    # --- chapters 2 and 3
+    Bad("attention_scores: list", lambda: attention_scores([[1.0]], torch.zeros(2, 1)), TypeError, "queries"),
+    Bad("attention_scores: int keys", lambda: attention_scores(torch.zeros(2, 1), torch.zeros(2, 1).long()),
+        TypeError, "keys"),
+    Bad("attention_scores: d_k", lambda: attention_scores(torch.zeros(2, 3), torch.zeros(2, 4)), ValueError,
+        "d_k"),
+    Bad("sum_normalize: list", lambda: sum_normalize([1.0, 2.0]), TypeError, "scores"),
+    Bad("naive_softmax: dim", lambda: naive_softmax(torch.zeros(2, 3), dim=2), ValueError, "dim"),
+    Bad("stable_softmax: temperature str", lambda: stable_softmax(torch.zeros(3), temperature="hot"), TypeError,
+        "temperature"),
+    Bad("stable_softmax: temperature 0", lambda: stable_softmax(torch.zeros(3), temperature=0.0), ValueError,
+        "temperature"),
+    Bad("scaled_attention_weights: d_k", lambda: scaled_attention_weights(torch.zeros(2, 4), torch.zeros(3, 5)),
+        ValueError, "d_k"),
+    Bad("attention_entropy: negative", lambda: attention_entropy(torch.tensor([0.5, -0.5])), ValueError,
+        "weights"),
+    Bad("attention_entropy: dim str", lambda: attention_entropy(torch.ones(3), dim="-1"), TypeError, "dim"),
+    # --- shared helpers
+    Bad("causal_mask(0)", lambda: causal_mask(0), ValueError, "num_tokens"),
+    Bad("causal_mask(2.0)", lambda: causal_mask(2.0), TypeError, "num_tokens"),
+    Bad("masked_softmax: mask float", lambda: masked_softmax(torch.zeros(2, 3), torch.zeros(2, 3)), TypeError,
+        "mask"),
+    Bad("masked_softmax: mask shape", lambda: masked_softmax(torch.zeros(2, 3), causal_mask(3)), ValueError,
+        "mask"),
+    Bad("scaled_dot_product_attention: value on another device",
+        lambda: scaled_dot_product_attention(Q, K, V.to("meta")), ValueError, "value", "meta"),
+    Bad("scaled_dot_product_attention: key float64", lambda: scaled_dot_product_attention(Q, K.double(), V),
+        TypeError, "key"),
+    Bad("scaled_dot_product_attention: mask shape",
+        lambda: scaled_dot_product_attention(Q, K, V, mask=causal_mask(3)), ValueError, "mask"),
+    Bad("scaled_dot_product_attention: dropout float", lambda: scaled_dot_product_attention(Q, K, V, dropout=0.1),
+        TypeError, "dropout"),
+]
+
+ROWS = _constructor_rows() + CALLS
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
+def test_bad_input_gets_the_right_error_naming_the_argument(row: Bad):
+    with pytest.raises((TypeError, ValueError)) as info:
+        row.call()
+    message = str(info.value)
+    assert type(info.value) is row.error, f"{type(info.value).__name__} instead of {row.error.__name__}: {message}"
+    assert row.argument in message, f"the message does not name {row.argument!r}: {message}"
+    if row.value is not None:
+        assert row.value in message, f"the message does not show {row.value!r}: {message}"
+
+
+def test_row_ids_are_unique():
+    ids = [row.id for row in ROWS]
+    assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})

@@ -1,0 +1,142 @@
+"""The hidden tests tested (issue 12): they pass on every chapter's solution, fail on wrong answers.
+
+Each chapter's hidden tests (instructor/hidden_tests/chNN.py) run in this process against a
+namespace built from the chapter notebook's definitions (imports, functions, classes: the answer
+cells hold the solution), through :class:`LocalSession`, which sends inputs and values through the
+same ``torch.save`` / ``weights_only`` round trip as a kernel. Then every plausible wrong answer of
+tests/wrong_answers/chNN.py replaces the solution: at least one wrong answer per exercise must fail
+a hidden test, and a non-attempt must score exactly 0.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from attention_book.instructor.course import Course
+from attention_book.instructor.grade import hidden_tests_of, run_tests
+from attention_book.instructor.hidden import LocalSession, load_hidden_tests
+from attention_book.instructor.planning import scan_code
+from attention_book.instructor.scoring import score_exercise
+from wrong_answers import WrongAnswer, all_wrong_answers, load_answer
+
+ROOT = Path(__file__).resolve().parents[1]
+COURSE = Course.load(ROOT)
+CHAPTERS = [c for c in COURSE.chapters if c.number is not None and (ROOT / "instructor" / "hidden_tests" / f"ch{c.number:02d}.py").is_file()]
+
+
+def definitions_namespace(chapter) -> dict:
+    """The notebook's imports, functions and classes, run top to bottom (no training, no plots)."""
+    nb = nbformat.read(str(ROOT / chapter.path), as_version=4)
+    ns: dict = {"__name__": "__main__"}
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        tree = ast.parse("".join(line for line in cell.source.splitlines(True)
+                                 if not line.lstrip().startswith(("%", "!"))))
+        tree.body = [node for node in tree.body
+                     if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef))]
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(tree, chapter.path, "exec"), ns)  # noqa: S102 - the course's own code
+    return ns
+
+
+# Until tests/wrong_answers/ch08.py exists: wrong answers of our own for chapter 8.
+OWN_WRONG = {
+    "ex-08-training-step": [
+        WrongAnswer("no-zero-grad", "def training_step(model, optimizer, inputs, targets):\n"
+                    "    logits = model(inputs)\n"
+                    "    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), "
+                    "targets.reshape(-1))\n    loss.backward()\n    optimizer.step()\n    return loss.item()\n",
+                    "differs"),
+        WrongAnswer("view-not-reshape", "def training_step(model, optimizer, inputs, targets):\n"
+                    "    logits = model(inputs)\n"
+                    "    loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), "
+                    "targets.view(-1))\n    optimizer.zero_grad()\n    loss.backward()\n    optimizer.step()\n"
+                    "    return loss.item()\n", "contiguous"),
+        WrongAnswer("returns-zero", "def training_step(model, optimizer, inputs, targets):\n    return 0.0\n",
+                    "loss", non_attempt=True),
+    ],
+    "ex-08-accuracy": [
+        WrongAnswer("all-positions", "def last_token_accuracy(logits, targets):\n"
+                    "    return (logits.argmax(dim=-1) == targets).float().mean().item()\n", "last"),
+        WrongAnswer("count-not-fraction", "def last_token_accuracy(logits, targets):\n"
+                    "    return (logits[:, -1].argmax(dim=-1) == targets[:, -1]).sum().item()\n", "fraction"),
+        WrongAnswer("returns-zero", "def last_token_accuracy(logits, targets):\n    return 0.0\n", "0",
+                    non_attempt=True),
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def namespaces():
+    return {}
+
+
+def _ns(namespaces, chapter):
+    if chapter.path not in namespaces:
+        namespaces[chapter.path] = definitions_namespace(chapter)
+    return namespaces[chapter.path]
+
+
+def test_every_file_loads_with_finite_positive_weights():
+    for path in sorted((ROOT / "instructor" / "hidden_tests").glob("ch*.py")):
+        tests = load_hidden_tests(path)
+        assert tests, f"{path.name} registers no hidden test"
+        for label, found in tests.items():
+            assert label.startswith(f"ex-{path.stem[2:]}-"), f"{path.name} tests {label} of another chapter"
+            assert all(t.weight > 0 for t in found)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.stem[:2])
+def test_hidden_tests_pass_on_the_solution(chapter, namespaces):
+    ns = _ns(namespaces, chapter)
+    session = LocalSession(ns)
+    failures = []
+    for label, tests in hidden_tests_of(COURSE, chapter).items():
+        for entry in run_tests(tests, session, session):
+            if not entry["passed"]:
+                failures.append(f"{label} / {entry['name']}: {entry['hint']}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.stem[:2])
+def test_hidden_tests_fail_on_wrong_answers(chapter, namespaces):
+    wrong = all_wrong_answers()
+    tests = hidden_tests_of(COURSE, chapter)
+    reference = LocalSession(_ns(namespaces, chapter))
+    problems, checked = [], 0
+    for label, label_tests in tests.items():
+        answers = wrong.get(label) or OWN_WRONG.get(label, [])
+        if not answers:
+            continue
+        caught = 0
+        for wrong_answer in answers:
+            ns = dict(_ns(namespaces, chapter))
+            try:
+                ns.update({k: v for k, v in load_answer(wrong_answer.code, wrong_answer.name).items()
+                           if k != "__builtins__"})
+            except Exception:  # an answer that does not even run is caught by the notebook itself
+                caught += 1
+                continue
+            results = run_tests(label_tests, LocalSession(ns, wrong_answer.code), reference)
+            if not all(r["passed"] for r in results):
+                caught += 1
+            package = any("course package" in flag for flag in scan_code(wrong_answer.code, set()))
+            if package:  # the grader's planning step gives 0 to an answer importing attention_book
+                caught += 1
+            if wrong_answer.non_attempt:
+                zero = "imports the course package" if package else ""
+                points, message = score_exercise(results, label_tests, 2.0, zero_reason=zero)
+                if points != 0:
+                    problems.append(f"{label}: the non-attempt {wrong_answer.name} scores {points} ({message})")
+            checked += 1
+        if caught == 0:
+            problems.append(f"{label}: none of its {len(answers)} wrong answers fails a hidden test")
+    assert checked, f"no wrong answers for {chapter.stem}: add tests/wrong_answers/ch{chapter.number:02d}.py"
+    assert not problems, "\n".join(problems)

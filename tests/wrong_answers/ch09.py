@@ -1,0 +1,137 @@
+"""Plausible wrong answers to the coding exercises of chapter 9 (attention at scale)."""
+
+from . import WrongAnswer
+
+_IMPORTS = "import math\nimport torch\nimport torch.nn.functional as F\n"
+
+
+def _flops(name, body, hint, non_attempt=False):
+    code = _IMPORTS + "\ndef attention_flops(batch_size, num_tokens, d_model, num_heads):\n"
+    code += "    B, T, d, H = batch_size, num_tokens, d_model, num_heads\n" + body
+    return WrongAnswer(name, code, hint, non_attempt)
+
+
+FLOPS = [
+    _flops("counts-multiply-adds", "    return 4 * B * T * d * d + 2 * B * T * T * d\n",
+           "you counted multiply-adds"),
+    _flops("core-times-heads", "    return 8 * B * T * d * d + H * 4 * B * T * T * d\n",
+           "once per head with all d columns"),
+    _flops("core-of-one-head", "    return 8 * B * T * d * d + 4 * B * T * T * (d // H)\n",
+           "for one head of d / H columns only"),
+    _flops("core-only", "    return 4 * B * T * T * d\n", "only the attention core is counted"),
+    _flops("projections-only", "    return 8 * B * T * d * d\n", "only the projections are counted"),
+    _flops("one-square-product", "    return 8 * B * T * d * d + 2 * B * T * T * d\n",
+           "only one of the two T x T products"),
+    _flops("three-projections", "    return 6 * B * T * d * d + 4 * B * T * T * d\n",
+           "out_proj (d x d) is the fourth"),
+    _flops("causal-half", "    return 8 * B * T * d * d + 4 * B * (T * (T + 1) // 2) * d\n",
+           "only the causal half"),
+    _flops("scores-swap-T-and-d", "    return 8 * B * T * d * d + 4 * B * T * d * d\n",
+           "grow like T^2"),
+    _flops("hard-coded-gpt2", "    return 43_486_543_872\n", "not numbers that fit one example"),
+    _flops("returns-zero", "    return 0\n", "expected", non_attempt=True),
+    _flops("forgets-return", "    8 * B * T * d * d + 4 * B * T * T * d\n", "forget `return`",
+           non_attempt=True),
+    WrongAnswer(
+        "uses-the-package",
+        _IMPORTS + "from attention_book.cost import attention_flops as _count\n\n"
+        "def attention_flops(batch_size, num_tokens, d_model, num_heads):\n"
+        "    return _count(batch_size, num_tokens, d_model, num_heads)\n",
+        "write your own", non_attempt=True,
+    ),
+]
+
+
+def _step(name, body, hint, non_attempt=False):
+    code = _IMPORTS + "\ndef decode_step(query, new_key, new_value, cache_keys, cache_values):\n"
+    return WrongAnswer(name, code + body, hint, non_attempt)
+
+
+_CAT = ("    keys = torch.cat([cache_keys, new_key], dim=-2)\n"
+        "    values = torch.cat([cache_values, new_value], dim=-2)\n")
+
+KV_STEP = [
+    _step("no-scale", _CAT + "    weights = torch.softmax(query @ keys.transpose(-2, -1), dim=-1)\n"
+          "    return weights @ values, keys, values\n", "the scores are not scaled"),
+    _step("softmax-over-queries", _CAT
+          + "    scores = query @ keys.transpose(-2, -1) / query.shape[-1] ** 0.5\n"
+          "    return torch.softmax(scores, dim=-2) @ values, keys, values\n",
+          "the softmax runs over the wrong dimension"),
+    _step("sdpa-is-causal", _CAT
+          + "    context = F.scaled_dot_product_attention(query, keys, values, is_causal=True)\n"
+          "    return context, keys, values\n", "aligns its mask top-left"),
+    _step("forgets-itself",
+          "    scores = query @ cache_keys.transpose(-2, -1) / query.shape[-1] ** 0.5\n"
+          "    context = torch.softmax(scores, dim=-1) @ cache_values\n"
+          + _CAT + "    return context, keys, values\n", "does not attend to itself"),
+    _step("new-token-first",
+          "    keys = torch.cat([new_key, cache_keys], dim=-2)\n"
+          "    values = torch.cat([new_value, cache_values], dim=-2)\n"
+          "    scores = query @ keys.transpose(-2, -1) / query.shape[-1] ** 0.5\n"
+          "    return torch.softmax(scores, dim=-1) @ values, keys, values\n",
+          "the new key is at the front"),
+    _step("swaps-keys-and-values", _CAT
+          + "    scores = query @ keys.transpose(-2, -1) / query.shape[-1] ** 0.5\n"
+          "    return torch.softmax(scores, dim=-1) @ values, values, keys\n",
+          "keys and values are swapped"),
+    _step("cat-along-heads",
+          "    keys = torch.cat([cache_keys, new_key], dim=1)\n"
+          "    values = torch.cat([cache_values, new_value], dim=1)\n"
+          "    return new_value, keys, values\n", "dim=-2"),
+    _step("scales-query-in-place", "    query /= query.shape[-1] ** 0.5\n" + _CAT
+          + "    weights = torch.softmax(query @ keys.transpose(-2, -1), dim=-1)\n"
+          "    return weights @ values, keys, values\n", "changed its input tensors in place"),
+    _step("cache-not-updated",
+          "    keys = torch.cat([cache_keys, new_key], dim=-2)\n"
+          "    values = torch.cat([cache_values, new_value], dim=-2)\n"
+          "    scores = query @ keys.transpose(-2, -1) / query.shape[-1] ** 0.5\n"
+          "    return torch.softmax(scores, dim=-1) @ values, cache_keys, cache_values\n",
+          "still have 5 tokens"),
+    _step("returns-inputs", "    return query, cache_keys, cache_values\n",
+          "still have 5 tokens", non_attempt=True),
+]
+
+
+def _mask(name, body, hint, non_attempt=False):
+    code = _IMPORTS + "\ndef chunk_mask(num_new, num_cached):\n"
+    code += "    total = num_cached + num_new\n"
+    return WrongAnswer(name, code + body, hint, non_attempt)
+
+
+_ONES = "    ones = torch.ones(num_new, total, dtype=torch.bool)\n"
+
+CHUNK_MASK = [
+    _mask("upper-left", _ONES + "    return torch.triu(ones, diagonal=1)\n",
+          "aligned to the upper left"),
+    _mask("true-means-visible", _ONES + "    return ~torch.triu(ones, diagonal=num_cached + 1)\n",
+          "True must mean hidden"),
+    _mask("hides-itself", _ONES + "    return torch.triu(ones, diagonal=num_cached)\n",
+          "does not see itself"),
+    _mask("sees-the-next-token", _ONES + "    return torch.triu(ones, diagonal=num_cached + 2)\n",
+          "sees the token after it"),
+    _mask("new-tokens-only",
+          "    ones = torch.ones(num_new, num_new, dtype=torch.bool)\n"
+          "    return torch.triu(ones, diagonal=1)\n", "must also cover"),
+    _mask("transposed",
+          "    ones = torch.ones(total, num_new, dtype=torch.bool)\n"
+          "    return torch.tril(ones, diagonal=-(num_cached + 1))\n", "transposed"),
+    _mask("float-mask",
+          "    ones = torch.ones(num_new, total)\n"
+          "    return torch.triu(ones, diagonal=num_cached + 1)\n", "return a bool tensor"),
+    _mask("last-rows-of-a-square-mask-off-by-one",
+          "    square = torch.triu(torch.ones(total, total, dtype=torch.bool), diagonal=1)\n"
+          "    return square[num_cached - 1:total - 1]\n", "expected shape"),
+    _mask("hard-coded-example",
+          "    return torch.tensor([[False, False, False, False, False, True, True],\n"
+          "                         [False, False, False, False, False, False, True],\n"
+          "                         [False, False, False, False, False, False, False]])\n",
+          "expected shape"),
+    _mask("hides-nothing", "    return torch.zeros(num_new, total, dtype=torch.bool)\n",
+          "nothing is hidden", non_attempt=True),
+]
+
+WRONG_ANSWERS = {
+    "ex-09-flops": FLOPS,
+    "ex-09-kv-step": KV_STEP,
+    "ex-09-chunk-mask": CHUNK_MASK,
+}
