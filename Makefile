@@ -20,7 +20,7 @@ help:
 	@echo "make lab      open JupyterLab on notebooks/ (MyST exercises and dropdowns via jupyterlab-myst)"
 	@echo "make bench    measure build/notebook/explorer/training speed, tables in $(BUILD)/bench"
 	@echo "make release  student release (no solutions) in $(BUILD)/release"
-	@echo "make grade SUBMISSIONS=folder   grade submitted notebooks into $(BUILD)/grades"
+	@echo "make grade SUBMISSIONS=folder CHAPTER=03   grade submitted notebooks into $(BUILD)/grades"
 
 setup:
 	@tools/setup.sh
@@ -52,8 +52,8 @@ release: setup
 	$(VENV)/bin/attention-book release --out $(BUILD)/release
 
 grade: setup
-	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=path/to/folder"; exit 2; }
-	$(VENV)/bin/attention-book grade "$(SUBMISSIONS)" --out $(BUILD)/grades
+	@test -n "$(SUBMISSIONS)" -a -n "$(CHAPTER)" || { echo "usage: make grade SUBMISSIONS=path/to/folder CHAPTER=03"; exit 2; }
+	$(VENV)/bin/attention-book grade "$(SUBMISSIONS)" --chapter "$(CHAPTER)" --out $(BUILD)/grades
 
 # Remove outputs from the notebooks in place (they are stored without outputs).
 strip: setup
