@@ -89,3 +89,24 @@ def test_bad_values_raise_the_right_error_with_a_helpful_message(call, error, wo
     message = str(info.value)
     for word in words:
         assert word in message, f"{word!r} missing from: {message}"
+
+
+@pytest.mark.parametrize("argument", ["context", "key_padding_mask", "attn_mask"])
+def test_fused_and_cached_modules_refuse_what_they_cannot_use(argument):
+    from attention_book.fused import FusedMultiHeadAttention
+    from attention_book.kv_cache import CachedMultiHeadAttention, KVCache
+
+    x = torch.randn(1, 3, 4)
+    value = torch.zeros(1, 3, dtype=torch.bool) if argument != "context" else torch.randn(1, 3, 4)
+    fused = FusedMultiHeadAttention(4, 4, 8, 0.0, 2)
+    cached = CachedMultiHeadAttention(4, 4, 8, 0.0, 2)
+    with pytest.raises(ValueError, match=f"cannot use {argument} .*MultiHeadAttention"):
+        fused(x, **{argument: value})
+    with pytest.raises(ValueError, match=f"cannot use {argument} .*without cache="):
+        cached(x, cache=KVCache(), **{argument: value})
+
+
+def test_unsupported_passes_when_every_argument_is_none():
+    from attention_book import validation
+
+    assert validation.unsupported("M", "fix", context=None, attn_mask=None) is None

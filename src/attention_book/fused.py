@@ -76,16 +76,10 @@ class FusedMultiHeadAttention(MultiHeadAttention):
     def forward(self, x: torch.Tensor, context=None, key_padding_mask=None,
                 attn_mask=None, return_weights: bool = False) -> torch.Tensor:
         """``(B, T, d_in)`` -> ``(B, T, d_out)``, attention by the fused kernel."""
-        for name, value in (("context", context),
-                            ("key_padding_mask", key_padding_mask),
-                            ("attn_mask", attn_mask)):
-            if value is not None:
-                raise ValueError(
-                    f"FusedMultiHeadAttention does causal or bidirectional "
-                    f"self-attention only, got a {type(value).__name__} as "
-                    f"{name}; for cross-attention or masks use MultiHeadAttention "
-                    "with the same state_dict"
-                )
+        check.unsupported(
+            "FusedMultiHeadAttention (causal or bidirectional self-attention only)",
+            "for cross-attention or masks use MultiHeadAttention with the same state_dict",
+            context=context, key_padding_mask=key_padding_mask, attn_mask=attn_mask)
         if check.boolean("return_weights", return_weights):
             raise ValueError(
                 "return_weights=True is not available: the fused kernel never "

@@ -107,15 +107,10 @@ class CachedMultiHeadAttention(MultiHeadAttention):
                 f"cache must be a KVCache, got {type(cache).__name__}; "
                 "start one with cache = KVCache()"
             )
-        for name, value in (("context", context),
-                            ("key_padding_mask", key_padding_mask),
-                            ("attn_mask", attn_mask)):
-            if value is not None:
-                raise ValueError(
-                    f"{name} cannot be combined with a cache: the cached path "
-                    "does causal self-attention only; call module(x, "
-                    f"{name}=...) without cache="
-                )
+        check.unsupported(
+            "the cached path (causal self-attention only)",
+            "call module(x, ...) without cache= to use it",
+            context=context, key_padding_mask=key_padding_mask, attn_mask=attn_mask)
         if not self.causal:
             raise ValueError(
                 "a KV cache needs causal=True: with bidirectional attention "

@@ -306,3 +306,14 @@ def optional(check, name: str, value, *args, **kwargs):
     """``None`` passes through; anything else goes through ``check(name, value, ...)``."""
     return None if value is None else check(name, value, *args, **kwargs)
 
+
+def unsupported(owner: str, fix: str, **arguments) -> None:
+    """ValueError for the first argument in ``arguments`` that is not None.
+
+    For modules that accept a parent class's arguments but cannot use some of them (the fused and
+    the cached modules of chapter 9 do causal self-attention only); ``fix`` says what to do instead.
+    """
+    for name, value in arguments.items():
+        if value is not None:
+            raise ValueError(f"{owner} cannot use {name} (got a {type(value).__name__}); {fix}")
+
