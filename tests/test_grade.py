@@ -375,5 +375,5 @@ def test_exercises_command_reports_problems(tmp_path, capsys):
     (root / "instructor" / "points.toml").write_text("[points]\nex-99-double = 2\nex-99-square = 1\nex-99-why = 0\n")
     assert main(["exercises", "--root", str(root), "--write-table"]) == 0
     assert main(["exercises", "--root", str(root)]) == 0
-    assert "| `ex-99-square` Square a number | 99 | code | 1 | 2 hidden tests (+ a self-check for students) |" in (
+    assert "| Exercise 99.2 (`ex-99-square`) | Square a number | code | 1 | 2 hidden tests (+ a self-check for students) |" in (
         root / "book" / "for_instructors.md").read_text()

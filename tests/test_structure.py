@@ -110,3 +110,16 @@ def test_every_chapter_has_the_same_setup_cell():
     assert block, "CONTRIBUTING.md must show the setup cell"
     shown = "\n".join(line[3:] for line in block.group(1).splitlines()).strip()
     assert shown == first, "CONTRIBUTING.md shows another setup cell than the chapters use"
+
+
+@pytest.mark.parametrize("path", chapter_notebooks(), ids=lambda p: p.stem)
+def test_solution_code_is_collapsed_in_jupyterlab(path):
+    """`make lab` opens the author's notebooks: their solution code starts collapsed (the site keeps it
+    in a dropdown through the solution-start/end markup; the student notebooks have no solution)."""
+    import nbformat
+
+    cells = nbformat.read(str(path), as_version=4).cells
+    solutions = [c for c in cells if c.cell_type == "code" and "solution" in c.metadata.get("tags", [])]
+    assert solutions, f"{path.name} has no solution code cell"
+    open_ones = [c.id for c in solutions if not c.metadata.get("jupyter", {}).get("source_hidden")]
+    assert not open_ones, f"solution cells not collapsed (jupyter.source_hidden): {open_ones}"

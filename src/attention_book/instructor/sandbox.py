@@ -68,6 +68,8 @@ def kernel_env(home: Path, extra: Optional[Dict[str, str]] = None) -> Dict[str, 
     for key in ENV_ALLOW:
         if key in os.environ:
             env[key] = os.environ[key]
+    if "TIKTOKEN_CACHE_DIR" in env:  # the sandbox binds the real folder, not a symlink to it
+        env["TIKTOKEN_CACHE_DIR"] = os.path.realpath(env["TIKTOKEN_CACHE_DIR"])
     env.update(extra or {})
     return env
 
