@@ -44,3 +44,63 @@ def stub_code(code: str, label: str) -> str:
 def hints(verdict) -> str:
     """Every failure message of a verdict, joined (what the reader reads)."""
     return " | ".join(hint for _, hint in verdict.failed)
+
+
+def answer_runner(checks: dict):
+    """``run(label, code, name)``: run an answer's source like a cell, then its self-check on it."""
+    from wrong_answers import load_answer
+
+    def run(label, code, name="answer"):
+        check, names = checks[label]
+        namespace = load_answer(code, name)
+        return check(*[namespace[n] for n in names])
+
+    return run
+
+
+def fixture_tests(chapter: str, checks: dict, wrong_answers: dict) -> dict:
+    """The tests every chapter's self-checks get, for ``globals().update(...)`` in its test module.
+
+    ``checks`` maps a label to ``(self-check, names of the answer's objects it takes)``. Returns four
+    tests: the chapter's own solution passes,
+    its student stub is "not implemented yet", every coding exercise has six wrong answers, and every
+    wrong answer fails with its hint (a non-attempt scoring exactly 0).
+    """
+    import pytest
+
+    from attention_book.checks import HISTORY
+
+    cases = [(label, answer) for label, answers in wrong_answers.items() for answer in answers]
+    run = answer_runner(checks)
+
+    @pytest.mark.parametrize("label", list(checks))
+    def test_the_chapters_solution_passes(label):
+        verdict = run(label, solution_code(chapter, label), f"solution {label}")
+        assert verdict.ok, str(verdict)
+        assert verdict.score == 1.0
+        assert HISTORY[label] is verdict
+
+    @pytest.mark.parametrize("label", list(checks))
+    def test_the_student_stub_is_not_implemented(label):
+        verdict = run(label, stub_code(solution_code(chapter, label), label), f"stub {label}")
+        assert verdict.not_implemented, str(verdict)
+        assert verdict.score == 0.0
+        assert "not implemented yet" in str(verdict)
+
+    def test_every_coding_exercise_has_six_wrong_answers():
+        assert set(wrong_answers) == set(checks)
+        for label, answers in wrong_answers.items():
+            assert len(answers) >= 6, label
+            assert len({a.name for a in answers}) == len(answers), f"{label}: duplicate names"
+
+    @pytest.mark.parametrize("label,answer", cases, ids=[f"{label}:{a.name}" for label, a in cases])
+    def test_wrong_answer_fails_with_its_hint(label, answer):
+        verdict = run(label, answer.code, answer.name)
+        assert not verdict.ok, f"{answer.name} passed every check"
+        assert answer.hint.lower() in hints(verdict).lower(), str(verdict)
+        if answer.non_attempt:
+            assert verdict.score == 0.0, str(verdict)
+        else:
+            assert verdict.score < 1.0
+
+    return {name: value for name, value in locals().items() if name.startswith("test_")}
