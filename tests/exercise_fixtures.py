@@ -20,16 +20,22 @@ def _cells(chapter: str):
     return nbformat.read(str(path), as_version=4).cells
 
 
-def solution_code(chapter: str, label: str) -> str:
-    """Source of the solution code cell of exercise ``label`` in chapter ``chapter`` ("03")."""
+def solution_cell(chapter: str, label: str):
+    """The solution code cell of exercise ``label`` in chapter ``chapter`` ("03"): the code cell after
+    its ``{solution-start}``."""
     cells = _cells(chapter)
     for index, cell in enumerate(cells):
         if cell.cell_type == "markdown" and re.search(r"\{solution-start\}\s+" + re.escape(label) + r"\b",
                                                       cell.source):
-            code = next(c for c in cells[index + 1:] if c.cell_type == "code")
-            assert "solution" in code.metadata.get("tags", []), f"{label}: solution cell not tagged"
-            return "import torch\n" + code.source
+            return next(c for c in cells[index + 1:] if c.cell_type == "code")
     raise AssertionError(f"no {{solution-start}} {label} in chapter {chapter}")
+
+
+def solution_code(chapter: str, label: str) -> str:
+    """Source of the solution code cell of exercise ``label`` in chapter ``chapter`` ("03")."""
+    code = solution_cell(chapter, label)
+    assert "solution" in code.metadata.get("tags", []), f"{label}: solution cell not tagged"
+    return "import torch\n" + code.source
 
 
 def stub_code(code: str, label: str) -> str:

@@ -196,15 +196,9 @@ def test_checks_are_registered():
 
 
 # ---------------------------------------------------------------- the wrong-answer fixture
-import re  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import nbformat  # noqa: E402
-
-from wrong_answers import load_answer  # noqa: E402
+from exercise_fixtures import answer_runner, solution_cell  # noqa: E402
 from wrong_answers.ch06 import WRONG_ANSWERS  # noqa: E402
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "06_cross_attention.ipynb"
 CHECKS = {
     "ex-06-cross": (ch06.cross, ("cross_attention",)),
     "ex-06-padding": (ch06.padding, ("padded_softmax",)),
@@ -215,19 +209,10 @@ CASES = [(label, wrong) for label, answers in WRONG_ANSWERS.items() for wrong in
 
 def solution_source(label):
     """The chapter's answer cell for ``label`` (the code cell after its solution-start)."""
-    cells = nbformat.read(str(NOTEBOOK), as_version=4).cells
-    for index, cell in enumerate(cells):
-        if cell.cell_type == "markdown" and re.search(
-            r"\{solution-start\}\s+" + re.escape(label) + r"\b", cell.source
-        ):
-            return next(c.source for c in cells[index + 1:] if c.cell_type == "code")
-    raise AssertionError(f"no solution cell for {label} in {NOTEBOOK.name}")
+    return solution_cell("06", label).source
 
 
-def run_check(label, code, name):
-    check, names = CHECKS[label]
-    namespace = load_answer(code, name)
-    return check(*(namespace[n] for n in names))
+run_check = answer_runner(CHECKS)
 
 
 def test_every_coding_exercise_has_six_wrong_answers():
