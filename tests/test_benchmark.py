@@ -1,4 +1,4 @@
-"""attention_book.benchmark (chapter 9): five implementations, one answer; tables and plot."""
+"""attention_book.benchmark (chapter 10): five implementations, one answer; tables and plot."""
 
 from __future__ import annotations
 

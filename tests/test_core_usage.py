@@ -38,7 +38,7 @@ TEACHING: Dict[str, str] = {
     "scores.stable_softmax": "tests/test_scores.py::test_stable_softmax_equals_the_core_with_minus_inf_as_mask",
     # chapter 6's name for the core with a key padding mask (defines a softmax, calls the core)
     "cross.padded_softmax": "tests/test_core_usage.py::test_padded_softmax_is_the_core_with_a_padding_mask",
-    # chapter 9 compares the from-scratch core with PyTorch's fused kernel: both on purpose
+    # chapter 10 compares the from-scratch core with PyTorch's fused kernel: both on purpose
     "fused.naive_causal_attention": "tests/test_core_usage.py::test_fused_path_equals_the_core",
     "fused.FusedMultiHeadAttention.forward": "tests/test_core_usage.py::test_fused_path_equals_the_core",
     "fused.direct_sdpa": "tests/test_core_usage.py::test_fused_path_equals_the_core",
@@ -151,7 +151,7 @@ def test_padded_softmax_is_the_core_with_a_padding_mask():
 
 
 def test_fused_path_equals_the_core():
-    """Chapter 9's fused module, its module-free reference and the written-out causal core give
+    """Chapter 10's fused module, its module-free reference and the written-out causal core give
     the core's numbers (eval mode: no dropout)."""
     torch = pytest.importorskip("torch")
     fused = pytest.importorskip("attention_book.fused")

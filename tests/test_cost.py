@@ -1,4 +1,4 @@
-"""attention_book.cost (chapter 9): FLOPs, bytes and arithmetic intensity, exact."""
+"""attention_book.cost (chapter 10): FLOPs, bytes and arithmetic intensity, exact."""
 
 from __future__ import annotations
 

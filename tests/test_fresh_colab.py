@@ -78,7 +78,8 @@ def test_chapter_runs_in_a_fresh_colab_like_runtime(path, colab, tmp_path):
     shutil.copy2(path, alone)
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
     notebook, _ = execute_notebook(alone, cwd=tmp_path, kernel_name="colab", env_updates=env_updates, timeout=600)
-    first_output = "".join(o.get("text", "") for o in notebook.cells[0].outputs if o.output_type == "stream")
+    setup_cell = next(c for c in notebook.cells if c.cell_type == "code")
+    first_output = "".join(o.get("text", "") for o in setup_cell.outputs if o.output_type == "stream")
     assert "Using device:" in first_output, "the setup cell must say which device it picked"
     # The package came from the notebook's own install, not from this repository's virtualenv.
     shown = run([str(python), "-m", "pip", "show", "attention-book"]).stdout

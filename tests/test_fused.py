@@ -1,4 +1,4 @@
-"""attention_book.fused (chapter 9): the fused module equals the from-scratch one."""
+"""attention_book.fused (chapter 10): the fused module equals the from-scratch one."""
 
 from __future__ import annotations
 

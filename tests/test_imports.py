@@ -34,7 +34,7 @@ CHAPTER: Dict[str, Optional[int]] = {
     "cross": 6,
     "causal": 7,
     "hello_world": 8,
-    "scale": 9, "fused": 9, "kv_cache": 9, "cost": 9, "measure": 9, "benchmark": 9,
+    "scale": 10, "fused": 10, "kv_cache": 10, "cost": 10, "measure": 10, "benchmark": 10,
     # around the book: may import any chapter
     "__init__": None, "__main__": None, "cli": None, "explorers": None, "checks": None, "instructor": None,
 }

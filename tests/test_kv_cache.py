@@ -1,4 +1,4 @@
-"""attention_book.kv_cache (chapter 9): cached decoding equals a full forward pass."""
+"""attention_book.kv_cache (chapter 10): cached decoding equals a full forward pass."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""attention_book.measure (chapter 9): timing, peak memory, the matmul ceiling."""
+"""attention_book.measure (chapter 10): timing, peak memory, the matmul ceiling."""
 
 from __future__ import annotations
 

@@ -44,8 +44,13 @@ def test_notebooks_are_stored_without_outputs_and_normalised():
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=IDS)
 def test_setup_cell_installs_from_the_configured_repository(path):
-    first = cells(path)[0]
-    assert first.cell_type == "code", "the first cell must be the setup cell"
+    title, first = cells(path)[:2]
+    number = int(path.stem[:2])
+    assert title.cell_type == "markdown" and title.source.startswith(f"# Chapter {number}: "), (
+        "the first cell must be the chapter's title and opening paragraph (the setup cell follows it)"
+    )
+    assert first.cell_type == "code", "the second cell must be the setup cell"
+    assert "hide-input" in first.metadata.get("tags", []), "the setup cell's code is collapsed on the site"
     match = re.search(r'REPO_URL\s*=\s*"([^"]+)"', first.source)
     assert match, "the setup cell must set REPO_URL"
     assert match.group(1) == repository_url(), (
@@ -100,7 +105,8 @@ def test_every_chapter_has_the_same_setup_cell():
 
     from helpers import ROOT, chapter_notebooks
 
-    sources = {path.name: nbformat.read(str(path), as_version=4).cells[0].source.strip()
+    sources = {path.name: next(c for c in nbformat.read(str(path), as_version=4).cells
+                               if c.cell_type == "code").source.strip()
                for path in chapter_notebooks()}
     assert len(sources) >= 9
     first = next(iter(sources.values()))
@@ -123,3 +129,28 @@ def test_solution_code_is_collapsed_in_jupyterlab(path):
     assert solutions, f"{path.name} has no solution code cell"
     open_ones = [c.id for c in solutions if not c.metadata.get("jupyter", {}).get("source_hidden")]
     assert not open_ones, f"solution cells not collapsed (jupyter.source_hidden): {open_ones}"
+
+
+@pytest.mark.slow
+def test_setup_cell_says_what_to_do_when_the_install_fails(tmp_path):
+    """Offline (or a wrong URL), the setup cell stops with one sentence naming the commands, not with
+    pip's ``CalledProcessError`` traceback, and the next cell does not run."""
+    from helpers import execute_notebook
+
+    setup = next(c for c in cells(CHAPTERS[0]) if c.cell_type == "code").source
+    missing = tmp_path / "no-such-repository"
+    offline = (setup.replace('find_spec("attention_book")', 'find_spec("attention_book_not_installed")')
+               .replace(repository_url(), missing.as_uri()))
+    assert offline != setup
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(offline),
+                                               nbformat.v4.new_code_cell("print('the next cell ran')")])
+    path = tmp_path / "setup.ipynb"
+    nbformat.write(notebook, str(path))
+    executed, _ = execute_notebook(path, allow_errors=True, timeout=180)
+    errors = [o for o in executed.cells[0].outputs if o.output_type == "error"]
+    assert len(errors) == 1 and errors[0].ename == "SystemExit", errors
+    message = errors[0].evalue
+    assert f"git clone {missing.as_uri()}" in message and "pip install -e ./no-such-repository" in message
+    assert "restart the kernel" in message
+    shown = "".join("".join(o.get("traceback", [])) + o.get("text", "") for o in executed.cells[0].outputs)
+    assert "CalledProcessError" not in shown and "Traceback (most recent call last)" not in shown

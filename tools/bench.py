@@ -9,7 +9,7 @@ Parts:
   explorers  tools/bench_explorers.py  (latency in Chromium, bytes per page)
   training   tools/bench_training.py   (chapter 8: steps and time to 100% accuracy)
   instructor tools/bench_instructor.py (release time, grading throughput)
-  scale      tools/bench_scale.py      (chapter 9 sweep), when present
+  scale      tools/bench_scale.py      (chapter 10 sweep), when present
 
 Numbers are measured, never asserted: targets are listed next to them.
 """

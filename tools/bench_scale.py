@@ -1,4 +1,4 @@
-"""Chapter 9 benchmark: causal multi-head attention five ways, T = 128 ... 4096.
+"""Chapter 10 benchmark: causal multi-head attention five ways, T = 128 ... 4096.
 
     python tools/bench_scale.py                  # full sweep (about 10 minutes on a 2-core CPU)
     python tools/bench_scale.py --quick          # a few seconds: small sizes, to check the script
@@ -127,7 +127,7 @@ def main(argv=None) -> int:
 
     overhead = [(r, r["seconds"]["fused"] / r["seconds"]["SDPA"]) for r in rows]
     lines = [
-        "# Chapter 9: attention at scale (tools/bench_scale.py)", "",
+        "# Chapter 10: attention at scale (tools/bench_scale.py)", "",
         f"Machine: {header}", "",
         f"Measured matrix-multiply speed (the practical limit): **{peak:.0f} GFLOP/s** "
         f"(best of {' and '.join(map(str, sizes))} square, {args.dtype}).", "",

@@ -21,11 +21,11 @@ module                 what it holds
 ``cross``              ch. 6: ``CrossAttention`` (one head) with key padding masks
 ``causal``             ch. 7: ``CausalAttention`` (one head), the two masking recipes
 ``hello_world``        ch. 8: ``HelloWorldModel`` and its training loop
-``fused``              ch. 9: ``FusedMultiHeadAttention`` (PyTorch's fused kernel)
-``kv_cache``           ch. 9: ``KVCache``, ``CachedMultiHeadAttention``
-``cost``               ch. 9: FLOPs and bytes of attention (exact counts)
-``measure``            ch. 9: time, peak memory, matmul speed on CPU or GPU
-``benchmark``          ch. 9: the implementations side by side, timed
+``fused``              ch. 10: ``FusedMultiHeadAttention`` (PyTorch's fused kernel)
+``kv_cache``           ch. 10: ``KVCache``, ``CachedMultiHeadAttention``
+``cost``               ch. 10: FLOPs and bytes of attention (exact counts)
+``measure``            ch. 10: time, peak memory, matmul speed on CPU or GPU
+``benchmark``          ch. 10: the implementations side by side, timed
 ``explorers``          interactive anywidget explorers (d_k, heads, mask, playback)
 ``checks``             self-checks the exercises call (friendly verdicts)
 ``instructor``         student release and autograder (``attention-book`` CLI)

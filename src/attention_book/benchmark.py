@@ -1,4 +1,4 @@
-"""Causal self-attention five ways, timed side by side (chapter 9 and ``tools/bench_scale.py``).
+"""Causal self-attention five ways, timed side by side (chapter 10 and ``tools/bench_scale.py``).
 
 * :func:`attention_implementations` builds the five implementations of :data:`IMPLEMENTATIONS`
   with one set of weights;

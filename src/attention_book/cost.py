@@ -1,4 +1,4 @@
-"""What attention costs (chapter 9): floating-point operations, bytes, arithmetic intensity.
+"""What attention costs (chapter 10): floating-point operations, bytes, arithmetic intensity.
 
 Counts, not measurements: every function here is exact arithmetic on the sizes, so the chapter
 prints the same numbers on every machine.

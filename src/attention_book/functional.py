@@ -2,7 +2,7 @@
 
 Chapters 2-4 write scaled dot-product attention out step by step; from then on every class of
 the package (``SelfAttention``, ``MultiHeadAttention``, ``CrossAttention``, ``CausalAttention``,
-the chapter 8 model and the chapter 9 modules) calls the two functions below, so there is one
+the chapter 8 model and the chapter 10 modules) calls the two functions below, so there is one
 place where the scale, the mask and the softmax are computed::
 
     scores  = query @ key^T / sqrt(d_k)               # (..., T_q, T_k); or * scale if given

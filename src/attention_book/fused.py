@@ -1,4 +1,4 @@
-"""The fused path (chapter 9): chapter 5's multi-head attention with PyTorch's fused kernel.
+"""The fused path (chapter 10): chapter 5's multi-head attention with PyTorch's fused kernel.
 
 * :class:`FusedMultiHeadAttention` is :class:`~attention_book.multihead.MultiHeadAttention` with
   the attention core replaced by :func:`torch.nn.functional.scaled_dot_product_attention`: same

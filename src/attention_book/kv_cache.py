@@ -1,4 +1,4 @@
-"""KV caching for generation (chapter 9).
+"""KV caching for generation (chapter 10).
 
 * :class:`KVCache` keeps the keys and values of the tokens generated so far, one
   ``(B, H, t, head_dim)`` tensor each.

@@ -1,4 +1,4 @@
-"""Masks shared by the attention classes (chapters 5-9).
+"""Masks shared by the attention classes (chapters 5-10).
 
 Every mask of the book is a boolean tensor that is ``True`` where an entry is **hidden**, the
 convention of :func:`attention_book.functional.masked_softmax` and of

@@ -1,4 +1,4 @@
-"""Measuring on CPU or GPU (chapter 9): wall-clock time, peak memory, the matmul speed.
+"""Measuring on CPU or GPU (chapter 10): wall-clock time, peak memory, the matmul speed.
 
 * :func:`time_call` - the median (or minimum) time of a function, waiting for the GPU;
 * :func:`peak_memory` - the peak bytes of tensors alive while a function runs (exact on CUDA,

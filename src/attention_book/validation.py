@@ -311,7 +311,7 @@ def unsupported(owner: str, fix: str, **arguments) -> None:
     """ValueError for the first argument in ``arguments`` that is not None.
 
     For modules that accept a parent class's arguments but cannot use some of them (the fused and
-    the cached modules of chapter 9 do causal self-attention only); ``fix`` says what to do instead.
+    the cached modules of chapter 10 do causal self-attention only); ``fix`` says what to do instead.
     """
     for name, value in arguments.items():
         if value is not None:

@@ -209,7 +209,8 @@ def _tamper_cells(source, release, chapter, other):
     for ex in chapter.exercises:
         for index in ex.check_cells:
             nb["cells"][index]["source"] = 'print("All tests passed")'
-    nb["cells"][0]["source"] = "import torch\nprint('setup skipped')\n"
+    setup = next(cell for cell in nb["cells"] if cell["cell_type"] == "code")
+    setup["source"] = "import torch\nprint('setup skipped')\n"
     return nb
 
 

@@ -55,11 +55,11 @@ NUMBERS: Dict[str, str] = {
     "ex-08-learning-rate": "8.3",
     "ex-08-other-rows": "8.4",
     "ex-08-override": "8.5",
-    "ex-09-flops": "9.1",
-    "ex-09-kv-step": "9.2",
-    "ex-09-memory-wall": "9.3",
-    "ex-09-cache-size": "9.4",
-    "ex-09-chunk-mask": "9.5",
+    "ex-10-flops": "10.1",
+    "ex-10-kv-step": "10.2",
+    "ex-10-memory-wall": "10.3",
+    "ex-10-cache-size": "10.4",
+    "ex-10-chunk-mask": "10.5",
 }
 # END GENERATED TABLE
 

@@ -1,4 +1,4 @@
-"""Hidden tests of chapter 9 (instructor only: never copied to the book or the student release).
+"""Hidden tests of chapter 10 (instructor only: never copied to the book or the student release).
 
 Format: see attention_book.instructor.hidden (and instructor/README.md). Each test gets the
 student's namespace ``ns`` and raises Hint("what is wrong and how to fix it") when it fails.
@@ -25,10 +25,10 @@ def _count(attention_flops, B, T, d, H):
     return value
 
 
-# ---------------------------------------------------------------- ex-09-flops
+# ---------------------------------------------------------------- ex-10-flops
 
 
-@hidden_test("ex-09-flops", "sizes the self-check does not use (T = 1, head_dim = 1, long sequences)")
+@hidden_test("ex-10-flops", "sizes the self-check does not use (T = 1, head_dim = 1, long sequences)")
 def flops_other_sizes(ns):
     attention_flops = answer(ns, "attention_flops")
     for B, T, d, H in ((1, 1, 8, 2), (4, 3, 6, 6), (2, 4096, 64, 4), (5, 2, 1536, 24), (1, 131072, 4096, 32)):
@@ -39,13 +39,13 @@ def flops_other_sizes(ns):
                        "of 2*B*T*T*d), not numbers that fit the self-check's cases")
 
 
-@hidden_test("ex-09-flops", "counted without the course package's own cost functions", guard=True)
+@hidden_test("ex-10-flops", "counted without the course package's own cost functions", guard=True)
 def flops_without_package(student, reference):
     if "attention_book" in student.source:
         raise Hint("write the count yourself: the answer must not use attention_book's own cost functions")
     answer(RemoteNamespace(student), "attention_flops")
 
-# ---------------------------------------------------------------- ex-09-kv-step
+# ---------------------------------------------------------------- ex-10-kv-step
 
 
 def _randn(*shape, seed, scale=1.0, dtype=torch.float32):
@@ -66,7 +66,7 @@ def _step(decode_step, *tensors):
     return [t.detach() for t in out]
 
 
-@hidden_test("ex-09-kv-step", "one sequence, one head, head_dim 1 (sizes of 1 everywhere)")
+@hidden_test("ex-10-kv-step", "one sequence, one head, head_dim 1 (sizes of 1 everywhere)")
 def kv_sizes_of_one(ns):
     decode_step = answer(ns, "decode_step")
     for B, H, t, hd in ((1, 1, 1, 1), (1, 1, 3, 2), (3, 1, 2, 1)):
@@ -84,7 +84,7 @@ def kv_sizes_of_one(ns):
                            "query.shape[-1] ** 0.5 and attend over the cache followed by the new token")
 
 
-@hidden_test("ex-09-kv-step", "large scores and a long float64 cache")
+@hidden_test("ex-10-kv-step", "large scores and a long float64 cache")
 def kv_large_float64(ns):
     decode_step = answer(ns, "decode_step")
     B, H, t, hd = 2, 2, 40, 8
@@ -107,7 +107,7 @@ def kv_large_float64(ns):
                    "sqrt(hd)) @ v over the cache followed by the new token")
 
 
-# ---------------------------------------------------------------- ex-09-chunk-mask
+# ---------------------------------------------------------------- ex-10-chunk-mask
 
 
 def _chunk_mask(student, reference, num_new, num_cached):
@@ -124,12 +124,12 @@ def _chunk_mask(student, reference, num_new, num_cached):
                    f"num_cached + i, so it sees keys 0 .. num_cached + i (torch.triu(..., diagonal=num_cached + 1))")
 
 
-@hidden_test("ex-09-chunk-mask", "sizes the self-check does not use (1 new token, long caches, no cache)")
+@hidden_test("ex-10-chunk-mask", "sizes the self-check does not use (1 new token, long caches, no cache)")
 def chunk_other_sizes(student, reference):
     for num_new, num_cached in ((1, 0), (1, 9), (3, 0), (4, 7), (6, 2)):
         _chunk_mask(student, reference, num_new, num_cached)
 
 
-@hidden_test("ex-09-chunk-mask", "a chunk longer than the cache")
+@hidden_test("ex-10-chunk-mask", "a chunk longer than the cache")
 def chunk_long(student, reference):
     _chunk_mask(student, reference, 9, 3)

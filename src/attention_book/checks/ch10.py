@@ -1,8 +1,8 @@
-"""Self-checks for chapter 9 (attention at scale).
+"""Self-checks for chapter 10 (attention at scale).
 
-* :func:`flops` - ``ex-09-flops``: the FLOPs of one multi-head attention forward pass.
-* :func:`kv_step` - ``ex-09-kv-step``: one decoding step with a KV cache.
-* :func:`chunk_mask` - ``ex-09-chunk-mask``: the lower-right causal mask of new tokens that
+* :func:`flops` - ``ex-10-flops``: the FLOPs of one multi-head attention forward pass.
+* :func:`kv_step` - ``ex-10-kv-step``: one decoding step with a KV cache.
+* :func:`chunk_mask` - ``ex-10-chunk-mask``: the lower-right causal mask of new tokens that
   attend to cached ones (checked on many sizes and by chunked decoding).
 """
 
@@ -18,7 +18,7 @@ from .core import Guard, Hint, close, register
 __all__ = ["flops", "kv_step", "chunk_mask"]
 
 
-# ---------------------------------------------------------------- ex-09-flops
+# ---------------------------------------------------------------- ex-10-flops
 def _projections(B, T, d):
     return 4 * 2 * B * T * d * d
 
@@ -67,7 +67,7 @@ def _flops_diagnosis(answer, B, T, d, H) -> str:
     return ""
 
 
-@register("ex-09-flops", "FLOPs of multi-head attention")
+@register("ex-10-flops", "FLOPs of multi-head attention")
 def flops(attention_flops):
     """Check ``attention_flops(batch_size, num_tokens, d_model, num_heads) -> int``."""
 
@@ -105,7 +105,7 @@ def flops(attention_flops):
                           heads_do_not_matter)]
 
 
-# ---------------------------------------------------------------- ex-09-kv-step
+# ---------------------------------------------------------------- ex-10-kv-step
 def _reference_step(query, new_key, new_value, cache_keys, cache_values):
     keys = torch.cat([cache_keys, new_key], dim=-2)
     values = torch.cat([cache_values, new_value], dim=-2)
@@ -128,7 +128,7 @@ def _unpack(out):
     return [t.detach().float() for t in out]
 
 
-@register("ex-09-kv-step", "One decoding step with a KV cache")
+@register("ex-10-kv-step", "One decoding step with a KV cache")
 def kv_step(decode_step):
     """Check ``decode_step(query, new_key, new_value, cache_keys, cache_values)``."""
     B, H, t, hd = 2, 3, 5, 4
@@ -246,7 +246,7 @@ def kv_step(decode_step):
     ]
 
 
-# ---------------------------------------------------------------- ex-09-chunk-mask
+# ---------------------------------------------------------------- ex-10-chunk-mask
 def _reference_chunk_mask(num_new: int, num_cached: int) -> torch.Tensor:
     ones = torch.ones(num_new, num_cached + num_new, dtype=torch.bool)
     return torch.triu(ones, diagonal=num_cached + 1)
@@ -296,7 +296,7 @@ def _as_mask(answer, num_new: int, num_cached: int) -> torch.Tensor:
     return answer.cpu()
 
 
-@register("ex-09-chunk-mask", "A causal mask for new tokens")
+@register("ex-10-chunk-mask", "A causal mask for new tokens")
 def chunk_mask(chunk_mask):
     """Check ``chunk_mask(num_new, num_cached) -> (num_new, num_cached + num_new)`` bool."""
 

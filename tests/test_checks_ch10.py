@@ -1,5 +1,5 @@
-"""Chapter 9 self-checks: the chapter's solutions pass, every wrong answer fails with its hint,
-non-attempts score 0 (tests/wrong_answers/ch09.py)."""
+"""Chapter 10 self-checks: the chapter's solutions pass, every wrong answer fails with its hint,
+non-attempts score 0 (tests/wrong_answers/ch10.py)."""
 
 from __future__ import annotations
 
@@ -9,21 +9,21 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attention_book.checks import ch09
+from attention_book.checks import ch10
 from wrong_answers import load_answer
-from wrong_answers.ch09 import WRONG_ANSWERS
+from wrong_answers.ch10 import WRONG_ANSWERS
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "09_attention_at_scale.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "10_attention_at_scale.ipynb"
 CHECKS = {
-    "ex-09-flops": (ch09.flops, ("attention_flops",)),
-    "ex-09-kv-step": (ch09.kv_step, ("decode_step",)),
-    "ex-09-chunk-mask": (ch09.chunk_mask, ("chunk_mask",)),
+    "ex-10-flops": (ch10.flops, ("attention_flops",)),
+    "ex-10-kv-step": (ch10.kv_step, ("decode_step",)),
+    "ex-10-chunk-mask": (ch10.chunk_mask, ("chunk_mask",)),
 }
 PRELUDE = "import math\nimport torch\nimport torch.nn.functional as F\n"
 CASES = [(label, wrong) for label, answers in WRONG_ANSWERS.items() for wrong in answers]
 
 RIGHT_ANSWERS = {
-    "ex-09-flops": [
+    "ex-10-flops": [
         # head by head, summed: the same count
         "def attention_flops(batch_size, num_tokens, d_model, num_heads):\n"
         "    hd = d_model // num_heads\n"
@@ -34,13 +34,13 @@ RIGHT_ANSWERS = {
         "    B, T, d = batch_size, num_tokens, d_model\n"
         "    return float(8 * B * T * d * d + 4 * B * T * T * d)\n",
     ],
-    "ex-09-kv-step": [
+    "ex-10-kv-step": [
         "def decode_step(query, new_key, new_value, cache_keys, cache_values):\n"
         "    keys = torch.cat([cache_keys, new_key], dim=2)\n"
         "    values = torch.cat([cache_values, new_value], dim=2)\n"
         "    return F.scaled_dot_product_attention(query, keys, values), keys, values\n",
     ],
-    "ex-09-chunk-mask": [
+    "ex-10-chunk-mask": [
         "def chunk_mask(num_new, num_cached):\n"
         "    total = num_cached + num_new\n"
         "    rows = torch.arange(num_cached, total)[:, None]\n"
@@ -112,5 +112,5 @@ def test_not_implemented_scores_zero(label):
 
 
 def test_banners_use_the_chapter_number():
-    verdict = run_check("ex-09-flops", PRELUDE + solution_source("ex-09-flops"), "banner")
-    assert verdict.name.startswith("Exercise 9.")
+    verdict = run_check("ex-10-flops", PRELUDE + solution_source("ex-10-flops"), "banner")
+    assert verdict.name.startswith("Exercise 10.")

@@ -1,4 +1,4 @@
-"""Plausible wrong answers to the coding exercises of chapter 9 (attention at scale)."""
+"""Plausible wrong answers to the coding exercises of chapter 10 (attention at scale)."""
 
 from . import WrongAnswer
 
@@ -131,7 +131,7 @@ CHUNK_MASK = [
 ]
 
 WRONG_ANSWERS = {
-    "ex-09-flops": FLOPS,
-    "ex-09-kv-step": KV_STEP,
-    "ex-09-chunk-mask": CHUNK_MASK,
+    "ex-10-flops": FLOPS,
+    "ex-10-kv-step": KV_STEP,
+    "ex-10-chunk-mask": CHUNK_MASK,
 }
