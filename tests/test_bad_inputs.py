@@ -28,7 +28,15 @@ from attention_book.attention import SelfAttention, SelfAttentionParams, copy_we
 from attention_book.causal import CausalAttention, renormalise_masked
 from attention_book.cross import CrossAttention, padded_softmax
 from attention_book.data import build_vocabulary, encode
-from attention_book.embedding import TokenAndPositionEmbedding
+from attention_book.embedding import (
+    TokenAndPositionEmbedding,
+    bpe_decode,
+    bpe_encode,
+    count_pairs,
+    merge_pair,
+    next_token_windows,
+    train_bpe,
+)
 from attention_book.functional import masked_softmax, scaled_dot_product_attention
 from attention_book.masks import causal_mask
 from attention_book.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
@@ -252,6 +260,22 @@ CALLS: List[Bad] = [
     Bad("build_vocabulary: not a str", lambda: build_vocabulary(["a", "b"]), TypeError, "text"),
     Bad("build_vocabulary: no words", lambda: build_vocabulary(" , "), ValueError, "text"),
     Bad("encode: not a str", lambda: encode(3, {"a": 0}), TypeError, "text"),
+    Bad("count_pairs: a str", lambda: count_pairs("abc"), TypeError, "ids"),
+    Bad("count_pairs: float tensor", lambda: count_pairs(torch.zeros(3)), TypeError, "ids"),
+    Bad("merge_pair: pair of three", lambda: merge_pair([1, 2], (1, 2, 3), 256), TypeError, "pair"),
+    Bad("merge_pair: new_id float", lambda: merge_pair([1, 2], (1, 2), 256.0), TypeError, "new_id"),
+    Bad("train_bpe: bytes", lambda: train_bpe(b"abab", 2), TypeError, "text"),
+    Bad("train_bpe: num_merges 0", lambda: train_bpe("abab", 0), ValueError, "num_merges"),
+    Bad("bpe_encode: merges list", lambda: bpe_encode("ab", [((97, 98), 256)]), TypeError, "merges"),
+    Bad("bpe_encode: merges numbered wrongly", lambda: bpe_encode("ab", {(97, 98): 300}), ValueError,
+        "merges", "300"),
+    Bad("bpe_decode: unknown id", lambda: bpe_decode([256], {}), ValueError, "ids", "256"),
+    Bad("next_token_windows: too short", lambda: next_token_windows([1, 2, 3], context_length=3),
+        ValueError, "context_length", "3"),
+    Bad("next_token_windows: stride 0", lambda: next_token_windows([1, 2, 3], context_length=1, stride=0),
+        ValueError, "stride"),
+    Bad("next_token_windows: float ids", lambda: next_token_windows([1.0, 2.0], context_length=1),
+        TypeError, "token_ids"),
     # --- chapters 2 and 3
     Bad("attention_scores: list", lambda: attention_scores([[1.0]], torch.zeros(2, 1)), TypeError, "queries"),
     Bad("attention_scores: int keys", lambda: attention_scores(torch.zeros(2, 1), torch.zeros(2, 1).long()),

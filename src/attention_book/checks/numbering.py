@@ -20,6 +20,7 @@ NUMBERS: Dict[str, str] = {
     "ex-01-which-token": "1.3",
     "ex-01-bpe": "1.4",
     "ex-01-parameters": "1.5",
+    "ex-01-bpe-decode": "1.6",
     "ex-02-score-loop": "2.1",
     "ex-02-projected-scores": "2.2",
     "ex-02-point-at": "2.3",
