@@ -41,10 +41,12 @@ from attention_book.functional import masked_softmax, scaled_dot_product_attenti
 from attention_book.masks import causal_mask
 from attention_book.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 from attention_book.scores import (
+    additive_scores,
     attention_entropy,
     attention_scores,
     naive_softmax,
     scaled_attention_weights,
+    soft_cap,
     stable_softmax,
     sum_normalize,
 )
@@ -293,6 +295,19 @@ CALLS: List[Bad] = [
     Bad("attention_entropy: negative", lambda: attention_entropy(torch.tensor([0.5, -0.5])), ValueError,
         "weights"),
     Bad("attention_entropy: dim str", lambda: attention_entropy(torch.ones(3), dim="-1"), TypeError, "dim"),
+    Bad("additive_scores: v list", lambda: additive_scores(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(3, 4),
+                                                           torch.zeros(3, 4), [0.0] * 4), TypeError, "v"),
+    Bad("additive_scores: W_query width", lambda: additive_scores(torch.zeros(2, 3), torch.zeros(2, 3),
+                                                                  torch.zeros(5, 4), torch.zeros(3, 4),
+                                                                  torch.zeros(4)), ValueError, "W_query", "(5, 4)"),
+    Bad("additive_scores: v 2-D", lambda: additive_scores(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(3, 4),
+                                                          torch.zeros(3, 4), torch.zeros(1, 4)), ValueError, "v"),
+    Bad("additive_scores: one query 1-D", lambda: additive_scores(torch.zeros(3), torch.zeros(2, 3),
+                                                                  torch.zeros(3, 4), torch.zeros(3, 4),
+                                                                  torch.zeros(4)), ValueError, "queries"),
+    Bad("soft_cap: cap 0", lambda: soft_cap(torch.zeros(3), 0.0), ValueError, "cap"),
+    Bad("soft_cap: cap str", lambda: soft_cap(torch.zeros(3), "50"), TypeError, "cap"),
+    Bad("soft_cap: int scores", lambda: soft_cap(torch.zeros(3, dtype=torch.long), 50.0), TypeError, "scores"),
     # --- shared helpers
     Bad("causal_mask(0)", lambda: causal_mask(0), ValueError, "num_tokens"),
     Bad("causal_mask(2.0)", lambda: causal_mask(2.0), TypeError, "num_tokens"),
