@@ -28,15 +28,25 @@ from attention_book.attention import SelfAttention, SelfAttentionParams, copy_we
 from attention_book.causal import CausalAttention, renormalise_masked
 from attention_book.cross import CrossAttention, padded_softmax
 from attention_book.data import build_vocabulary, encode
-from attention_book.embedding import TokenAndPositionEmbedding
+from attention_book.embedding import (
+    TokenAndPositionEmbedding,
+    bpe_decode,
+    bpe_encode,
+    count_pairs,
+    merge_pair,
+    next_token_windows,
+    train_bpe,
+)
 from attention_book.functional import masked_softmax, scaled_dot_product_attention
 from attention_book.masks import causal_mask
 from attention_book.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 from attention_book.scores import (
+    additive_scores,
     attention_entropy,
     attention_scores,
     naive_softmax,
     scaled_attention_weights,
+    soft_cap,
     stable_softmax,
     sum_normalize,
 )
@@ -252,6 +262,22 @@ CALLS: List[Bad] = [
     Bad("build_vocabulary: not a str", lambda: build_vocabulary(["a", "b"]), TypeError, "text"),
     Bad("build_vocabulary: no words", lambda: build_vocabulary(" , "), ValueError, "text"),
     Bad("encode: not a str", lambda: encode(3, {"a": 0}), TypeError, "text"),
+    Bad("count_pairs: a str", lambda: count_pairs("abc"), TypeError, "ids"),
+    Bad("count_pairs: float tensor", lambda: count_pairs(torch.zeros(3)), TypeError, "ids"),
+    Bad("merge_pair: pair of three", lambda: merge_pair([1, 2], (1, 2, 3), 256), TypeError, "pair"),
+    Bad("merge_pair: new_id float", lambda: merge_pair([1, 2], (1, 2), 256.0), TypeError, "new_id"),
+    Bad("train_bpe: bytes", lambda: train_bpe(b"abab", 2), TypeError, "text"),
+    Bad("train_bpe: num_merges 0", lambda: train_bpe("abab", 0), ValueError, "num_merges"),
+    Bad("bpe_encode: merges list", lambda: bpe_encode("ab", [((97, 98), 256)]), TypeError, "merges"),
+    Bad("bpe_encode: merges numbered wrongly", lambda: bpe_encode("ab", {(97, 98): 300}), ValueError,
+        "merges", "300"),
+    Bad("bpe_decode: unknown id", lambda: bpe_decode([256], {}), ValueError, "ids", "256"),
+    Bad("next_token_windows: too short", lambda: next_token_windows([1, 2, 3], context_length=3),
+        ValueError, "context_length", "3"),
+    Bad("next_token_windows: stride 0", lambda: next_token_windows([1, 2, 3], context_length=1, stride=0),
+        ValueError, "stride"),
+    Bad("next_token_windows: float ids", lambda: next_token_windows([1.0, 2.0], context_length=1),
+        TypeError, "token_ids"),
     # --- chapters 2 and 3
     Bad("attention_scores: list", lambda: attention_scores([[1.0]], torch.zeros(2, 1)), TypeError, "queries"),
     Bad("attention_scores: int keys", lambda: attention_scores(torch.zeros(2, 1), torch.zeros(2, 1).long()),
@@ -269,6 +295,19 @@ CALLS: List[Bad] = [
     Bad("attention_entropy: negative", lambda: attention_entropy(torch.tensor([0.5, -0.5])), ValueError,
         "weights"),
     Bad("attention_entropy: dim str", lambda: attention_entropy(torch.ones(3), dim="-1"), TypeError, "dim"),
+    Bad("additive_scores: v list", lambda: additive_scores(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(3, 4),
+                                                           torch.zeros(3, 4), [0.0] * 4), TypeError, "v"),
+    Bad("additive_scores: W_query width", lambda: additive_scores(torch.zeros(2, 3), torch.zeros(2, 3),
+                                                                  torch.zeros(5, 4), torch.zeros(3, 4),
+                                                                  torch.zeros(4)), ValueError, "W_query", "(5, 4)"),
+    Bad("additive_scores: v 2-D", lambda: additive_scores(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(3, 4),
+                                                          torch.zeros(3, 4), torch.zeros(1, 4)), ValueError, "v"),
+    Bad("additive_scores: one query 1-D", lambda: additive_scores(torch.zeros(3), torch.zeros(2, 3),
+                                                                  torch.zeros(3, 4), torch.zeros(3, 4),
+                                                                  torch.zeros(4)), ValueError, "queries"),
+    Bad("soft_cap: cap 0", lambda: soft_cap(torch.zeros(3), 0.0), ValueError, "cap"),
+    Bad("soft_cap: cap str", lambda: soft_cap(torch.zeros(3), "50"), TypeError, "cap"),
+    Bad("soft_cap: int scores", lambda: soft_cap(torch.zeros(3, dtype=torch.long), 50.0), TypeError, "scores"),
     # --- shared helpers
     Bad("causal_mask(0)", lambda: causal_mask(0), ValueError, "num_tokens"),
     Bad("causal_mask(2.0)", lambda: causal_mask(2.0), TypeError, "num_tokens"),

@@ -15,6 +15,7 @@ CHECKS = {
     "ex-01-one-hot": (ch01.one_hot_embedding, ["embed_by_matrix_product"]),
     "ex-01-positions": (ch01.positions, ["add_positions"]),
     "ex-01-which-token": (ch01.which_token, ["which_token"]),
+    "ex-01-bpe-decode": (ch01.bpe_decode, ["decode_tokens"]),
 }
 
 

@@ -15,6 +15,7 @@ CHECKS = {
     "ex-02-score-loop": (ch02.score_loop, ["scores_by_loop"]),
     "ex-02-projected-scores": (ch02.projected_scores, ["projected_scores"]),
     "ex-02-point-at": (ch02.point_at, ["pointing_projections"]),
+    "ex-02-additive-scores": (ch02.additive, ["additive_attention_scores"]),
 }
 
 

@@ -16,6 +16,7 @@ CHECKS = {
     "ex-03-scaled-weights": (ch03.scaled_weights, ["scaled_weights"]),
     "ex-03-temperature": (ch03.temperature_softmax, ["softmax_with_temperature"]),
     "ex-03-attend": (ch03.attend, ["attending_projections"]),
+    "ex-03-soft-cap": (ch03.soft_cap, ["cap_scores"]),
 }
 
 

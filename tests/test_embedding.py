@@ -7,7 +7,17 @@ import torch
 
 from attention_book import get_device, set_seed
 from attention_book.data import journey_inputs, life_inputs, life_vocabulary
-from attention_book.embedding import TokenAndPositionEmbedding, build_vocabulary, encode
+from attention_book.embedding import (
+    TokenAndPositionEmbedding,
+    bpe_decode,
+    bpe_encode,
+    build_vocabulary,
+    count_pairs,
+    encode,
+    merge_pair,
+    next_token_windows,
+    train_bpe,
+)
 from attention_book.masks import causal_mask, check_context_length
 from attention_book.plotting import heatmap
 
@@ -124,3 +134,117 @@ def test_embedding_checks_its_sizes_with_the_shared_rule():
         TokenAndPositionEmbedding(10, 4, 2.5)  # used to be a raw torch TypeError
     with pytest.raises(ValueError, match="vocab_size must be a positive int, got 0"):
         TokenAndPositionEmbedding(0, 4, 3)
+
+
+# ----------------------------------------------------------------- byte-pair encoding (chapter 1)
+
+
+def test_count_pairs_and_merge_pair():
+    assert count_pairs([1, 2, 1, 2, 3]) == {(1, 2): 2, (2, 1): 1, (2, 3): 1}
+    assert list(count_pairs([5, 6, 7])) == [(5, 6), (6, 7)]  # first-seen order
+    assert count_pairs([4]) == {} and count_pairs([]) == {}
+    ids = [7, 7, 7, 1, 7, 7]
+    assert merge_pair(ids, (7, 7), 256) == [256, 7, 1, 256]  # left to right, no overlaps
+    assert ids == [7, 7, 7, 1, 7, 7]  # a new list, the input is unchanged
+    assert merge_pair([1, 2], (2, 1), 256) == [1, 2]  # the order within a pair matters
+    assert merge_pair(torch.tensor([3, 4, 3, 4]), (3, 4), 300) == [300, 300]
+
+
+def test_train_bpe_learns_the_most_frequent_pair_first_and_builds_on_merges():
+    merges = train_bpe("low lower lowest, slow slower slowest", 3)
+    assert merges == {(108, 111): 256, (256, 119): 257, (257, 101): 258}  # 'lo', 'low', 'lowe'
+    assert bpe_decode([258], merges) == "lowe"
+    # ties go to the pair seen first: (a, b) and (c, d) both occur twice
+    assert list(train_bpe("abab cdcd", 1)) == [(97, 98)]
+    # stops early when no pair repeats
+    assert train_bpe("abc", 5) == {}
+
+
+def test_bpe_encode_and_decode_round_trip_any_text():
+    text = "low lower lowest, slow slower slowest, new newer newest"
+    merges = train_bpe(text, 10)
+    for sample in [text, "the slowest newer lower", "Größe 🙂 naïve", ""]:
+        ids = bpe_encode(sample, merges)
+        assert bpe_decode(ids, merges) == sample
+        assert all(0 <= i < 256 + len(merges) for i in ids)
+    assert len(bpe_encode(text, merges)) < len(text.encode("utf-8"))  # the merges compress
+    # the merges are applied in training order, each everywhere: the loop's own tokenization
+    ids = list(text.encode("utf-8"))
+    for pair, new_id in merges.items():
+        ids = merge_pair(ids, pair, new_id)
+    assert bpe_encode(text, merges) == ids
+
+
+def test_bpe_encode_agrees_with_merging_the_earliest_learned_pair_first():
+    """GPT-2's rule (merge the lowest-ranked pair present, repeat) gives the same ids."""
+    merges = train_bpe("the cat sat on the mat; the cat ate the rat", 12)
+    for sample in ["the rat sat", "a cat at the mat", "tthhee"]:
+        ids = list(sample.encode("utf-8"))
+        while True:
+            ranked = [pair for pair in zip(ids, ids[1:]) if pair in merges]
+            if not ranked:
+                break
+            pair = min(ranked, key=merges.get)
+            ids = merge_pair(ids, pair, merges[pair])
+        assert bpe_encode(sample, merges) == ids
+
+
+def test_bpe_decode_joins_bytes_before_decoding():
+    merges = {(99, 97): 256, (0xA9, 32): 257}  # 'ca', and the second byte of 'é' plus a space
+    assert bpe_decode([256, 0xC3, 257], merges) == "caé "
+    assert bpe_decode([0xFF], {}) == "\ufffd"  # not UTF-8: the replacement character
+    with pytest.raises(ValueError, match="not in the vocabulary"):
+        bpe_decode([300], merges)
+    with pytest.raises(ValueError, match="merges must number new tokens 256"):
+        bpe_decode([1], {(1, 2): 300})
+
+
+def test_next_token_windows_shift_the_targets_by_one():
+    ids = list(range(10, 21))  # 11 tokens
+    inputs, targets = next_token_windows(ids, context_length=4)
+    assert inputs.tolist() == [[10, 11, 12, 13], [14, 15, 16, 17]]
+    assert targets.tolist() == [[11, 12, 13, 14], [15, 16, 17, 18]]
+    assert inputs.dtype == torch.long
+    inputs, targets = next_token_windows(torch.tensor(ids), context_length=4, stride=1)
+    assert inputs.shape == targets.shape == (7, 4)  # starts 0..6: the last target is token 10
+    assert torch.equal(inputs[:, 1:], targets[:, :-1])
+    assert targets[-1, -1].item() == 20
+    inputs, _ = next_token_windows(ids, context_length=10)  # exactly one window fits
+    assert inputs.shape == (1, 10)
+    with pytest.raises(ValueError, match="context_length=10"):
+        next_token_windows(ids[:10], context_length=10)
+
+
+def test_next_token_windows_of_the_gpt2_tokens_of_a_text(gpt2_tokenizer):
+    ids = gpt2_tokenizer.encode("Your journey starts with one small step")
+    inputs, targets = next_token_windows(ids, context_length=len(ids) - 1)
+    assert inputs[0].tolist() == ids[:-1] and targets[0].tolist() == ids[1:]
+
+
+def test_gpt2_vocabulary_is_bytes_merges_and_one_special_token(gpt2_tokenizer):
+    single = sum(len(gpt2_tokenizer.decode_single_token_bytes(i)) == 1 for i in range(gpt2_tokenizer.n_vocab))
+    assert single == 256
+    assert gpt2_tokenizer.special_tokens_set == {"<|endoftext|>"}
+    assert gpt2_tokenizer.eot_token == 50256
+    assert gpt2_tokenizer.n_vocab - single - 1 == 50_000
+
+
+def test_how_to_run_names_the_tiktoken_cache_files():
+    """book/how_to_run.md says how to make tiktoken's cache: its file names are the SHA-1 of the
+    two URLs that tiktoken's gpt2 encoding downloads (tiktoken/load.py, read_file_cached)."""
+    import hashlib
+    import inspect
+    import re
+    from pathlib import Path
+
+    tiktoken_ext = pytest.importorskip("tiktoken_ext.openai_public")
+    page = (Path(__file__).resolve().parents[1] / "book" / "how_to_run.md").read_text()
+    urls = re.findall(r"https://openaipublic\.blob\.core\.windows\.net/gpt-2/encodings/main/[\w.]*\w", page)
+    assert sorted(set(urls)) == sorted(set(re.findall(r'"(https://openaipublic[^"]+/gpt-2/[^"]+)"',
+                                                      inspect.getsource(tiktoken_ext.gpt2))))
+    for url in set(urls):
+        name = hashlib.sha1(url.encode()).hexdigest()
+        assert name in page, f"how_to_run.md does not name the cache file of {url} ({name})"
+    shared = Path(__file__).resolve().parents[2] / "shared" / "tiktoken-cache"
+    if shared.is_dir():
+        assert {hashlib.sha1(url.encode()).hexdigest() for url in urls} <= {p.name for p in shared.iterdir()}

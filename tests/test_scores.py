@@ -4,6 +4,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from attention_book.data import journey_inputs
 from attention_book.scores import (
@@ -278,3 +280,71 @@ def test_scaled_weights_are_the_cores_weights():
     queries, keys = torch.randn(2, 4, 8, generator=generator), torch.randn(2, 5, 8, generator=generator)
     _, expected = scaled_dot_product_attention(queries, keys, torch.zeros(2, 5, 1))
     assert torch.equal(scaled_attention_weights(queries, keys), expected)
+
+
+# ----------------------------------------------------------------- additive scores (chapter 2)
+
+
+def test_additive_scores_equal_the_formula_pair_by_pair():
+    from attention_book.scores import additive_scores
+
+    generator = torch.Generator().manual_seed(0)
+    queries, keys = torch.randn(4, 3, generator=generator), torch.randn(5, 2, generator=generator)
+    W_query, W_key = torch.randn(3, 6, generator=generator), torch.randn(2, 6, generator=generator)
+    v = torch.randn(6, generator=generator)
+    scores = additive_scores(queries, keys, W_query, W_key, v)
+    assert scores.shape == (4, 5)
+    for i in range(4):
+        for j in range(5):
+            expected = torch.dot(v, torch.tanh(queries[i] @ W_query + keys[j] @ W_key))
+            assert torch.allclose(scores[i, j], expected, atol=1e-6)
+    # batches: each sequence on its own
+    batched = additive_scores(torch.stack([queries, 2 * queries]), torch.stack([keys, keys]), W_query, W_key, v)
+    assert batched.shape == (2, 4, 5)
+    assert torch.allclose(batched[0], scores) and torch.allclose(batched[1], additive_scores(2 * queries, keys, W_query, W_key, v))
+
+
+def test_additive_scores_are_bounded_by_the_sum_of_v():
+    from attention_book.scores import additive_scores
+
+    generator = torch.Generator().manual_seed(1)
+    queries, keys = torch.randn(3, 4, generator=generator), torch.randn(6, 4, generator=generator)
+    W_query, W_key, v = (torch.randn(4, 5, generator=generator), torch.randn(4, 5, generator=generator),
+                         torch.randn(5, generator=generator))
+    for stretch in (1.0, 100.0, 1e4):
+        assert additive_scores(queries, stretch * keys, W_query, W_key, v).abs().max() <= v.abs().sum() + 1e-5
+
+
+def test_additive_scores_reject_mismatched_widths():
+    from attention_book.scores import additive_scores
+
+    q, k = torch.zeros(2, 3), torch.zeros(2, 4)
+    with pytest.raises(ValueError, match="W_query"):
+        additive_scores(q, k, torch.zeros(4, 5), torch.zeros(4, 5), torch.zeros(5))
+    with pytest.raises(ValueError, match="hidden width d_h"):
+        additive_scores(q, k, torch.zeros(3, 5), torch.zeros(4, 6), torch.zeros(5))
+
+
+# ----------------------------------------------------------------- soft-capping (chapter 3)
+
+
+def test_soft_cap_is_cap_times_tanh_and_bounded():
+    from attention_book.scores import soft_cap
+
+    scores = torch.tensor([-1e4, -60.0, -1.0, 0.0, 0.5, 10.0, 49.0, 1e4])
+    capped = soft_cap(scores, 50.0)
+    assert torch.allclose(capped, 50.0 * torch.tanh(scores / 50.0))
+    assert capped.abs().max() <= 50.0
+    assert torch.all(capped[1:] >= capped[:-1])  # keeps the order
+    assert abs(capped[4].item() - 0.5) < 1e-4  # small scores barely change
+    assert scores[0].item() == -1e4  # the input is unchanged
+
+
+@given(st.floats(min_value=0.01, max_value=1e3), st.integers(min_value=0, max_value=2**31 - 1))
+def test_soft_cap_never_exceeds_the_cap_and_keeps_the_sign(cap, seed):
+    from attention_book.scores import soft_cap
+
+    scores = 100.0 * torch.randn(20, generator=torch.Generator().manual_seed(seed))
+    capped = soft_cap(scores, cap)
+    assert capped.abs().max() <= cap * (1 + 1e-6)
+    assert torch.equal(torch.sign(capped), torch.sign(scores)) or bool((capped.abs() < 1e-30).any())

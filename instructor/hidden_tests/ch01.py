@@ -111,3 +111,47 @@ def which_other_sizes(student, reference):
 @hidden_test("ex-01-which-token", "a single position and two-dimensional vectors")
 def which_tiny(student, reference):
     _which(student, seed=6, vocab_size=5, C=2, context_length=1, long_rows=[4], cases=[(t, 0) for t in range(5)])
+
+
+# ---------------------------------------------------------------- ex-01-bpe-decode
+
+DECODE = """
+merges = {}
+for rank, pair in enumerate(pairs):
+    merges[tuple(pair)] = 256 + rank
+decode_tokens(list(ids), merges)
+"""
+
+
+def _decode(session, pairs, ids):
+    return session.run(DECODE, pairs=pairs, ids=ids)
+
+
+@hidden_test("ex-01-bpe-decode", "a chain of six merges")
+def decode_long_chain(student, reference):
+    # 'a', 'aa', 'aaa', ... each new token is the previous one plus 'a'
+    pairs = [(97, 97)] + [(256 + rank, 97) for rank in range(5)]
+    ids = [261, 32, 258, 97]
+    got, want = _decode(student, pairs, ids), _decode(reference, pairs, ids)
+    if got != want:
+        raise Hint(f"with merges 'aa', 'aaa', ... the ids {ids} should decode to {want!r}, got {got!r}: "
+                   "build each new token's bytes from the bytes of its two halves, in merge order")
+
+
+@hidden_test("ex-01-bpe-decode", "an emoji (4 bytes) split over three tokens")
+def decode_emoji(student, reference):
+    emoji = list("🙂".encode("utf-8"))  # 4 bytes
+    pairs = [(emoji[1], emoji[2]), (104, 105)]  # the middle two bytes become token 256
+    ids = [105, emoji[0], 256, emoji[3], 257]
+    got, want = _decode(student, pairs, ids), _decode(reference, pairs, ids)
+    if got != want:
+        raise Hint(f"expected {want!r}, got {got!r}: join the bytes of all tokens before decoding as "
+                   "UTF-8 (a character's bytes may be spread over several tokens)")
+
+
+@hidden_test("ex-01-bpe-decode", "no merges at all: plain bytes")
+def decode_no_merges(student, reference):
+    ids = list("Größe".encode("utf-8"))
+    got, want = _decode(student, [], ids), _decode(reference, [], ids)
+    if got != want:
+        raise Hint(f"without merges every id is one byte: {ids} should decode to {want!r}, got {got!r}")

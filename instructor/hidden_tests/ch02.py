@@ -164,3 +164,45 @@ def point_at_one(student, reference):
 @hidden_test("ex-02-point-at", "every query points at 'step' (target 5) by a margin of 0.1")
 def point_at_step(student, reference):
     _points_at(student, 5, "step")
+
+
+# ---------------------------------------------------------------- ex-02-additive-scores
+
+ADDITIVE = """
+generator = torch.Generator().manual_seed(seed)
+queries = torch.randn(T_q, d_q, generator=generator)
+keys = torch.randn(T_k, d_k, generator=generator)
+W_query = torch.randn(d_q, d_h, generator=generator)
+W_key = torch.randn(d_k, d_h, generator=generator)
+v = torch.randn(d_h, generator=generator, requires_grad=True)
+scores = additive_attention_scores(queries, keys, W_query, W_key, v)
+scores.sum().backward()
+(scores, v.grad)
+"""
+
+
+def _additive(session, **sizes):
+    return session.run(ADDITIVE, **sizes)
+
+
+@hidden_test("ex-02-additive-scores", "one query, one key, a hidden width of 1")
+def additive_single(student, reference):
+    sizes = dict(seed=7, T_q=1, T_k=1, d_q=2, d_k=3, d_h=1)
+    got, _ = _additive(student, **sizes)
+    want, _ = _additive(reference, **sizes)
+    if not isinstance(got, torch.Tensor) or got.shape != want.shape or not torch.allclose(got, want, atol=1e-5):
+        raise Hint(f"one query and one key must give a (1, 1) score {want.tolist()}, got {_shape(got)}: "
+                   "keep the (T_q, T_k) layout even for T = 1 (no squeeze)")
+
+
+@hidden_test("ex-02-additive-scores", "wider hidden layer, gradients reach v")
+def additive_gradients(student, reference):
+    sizes = dict(seed=8, T_q=3, T_k=7, d_q=4, d_k=2, d_h=5)
+    got, got_grad = _additive(student, **sizes)
+    want, want_grad = _additive(reference, **sizes)
+    if not isinstance(got, torch.Tensor) or got.shape != want.shape or not torch.allclose(got, want, atol=1e-5):
+        raise Hint(f"for 3 queries and 7 keys expected scores of shape {tuple(want.shape)} equal to "
+                   f"v . tanh(q W_query + k W_key), got {_shape(got)}")
+    if not isinstance(got_grad, torch.Tensor) or not torch.allclose(got_grad, want_grad, atol=1e-5):
+        raise Hint("v gets no (or a wrong) gradient: keep the scores a torch computation of v "
+                   "(no .detach(), .item() or numpy)")

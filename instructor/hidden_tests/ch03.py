@@ -209,3 +209,52 @@ def attend_step(student, reference):
     if not bool((weights[:, 5] >= 0.995).all()):
         raise Hint(f"the smallest weight on 'step' is {weights[:, 5].min():.3f} < 0.995: the key direction "
                    "must make 'step' score highest in every row, with wide gaps")
+
+
+# ---------------------------------------------------------------- ex-03-soft-cap
+
+
+@hidden_test("ex-03-soft-cap", "float64 and a single score row, gradients flow")
+def soft_cap_float64_gradient(ns):
+    cap_scores = answer(ns, "cap_scores")
+    scores = (30.0 * torch.randn(7, generator=torch.Generator().manual_seed(9), dtype=torch.float64))
+    scores.requires_grad_()
+    result = cap_scores(scores, 20.0)
+    if not isinstance(result, torch.Tensor) or result.dtype != torch.float64 or result.shape != (7,):
+        raise Hint("a float64 row of 7 scores must come back as a float64 row of 7: no .float(), no reshaping")
+    expected = 20.0 * torch.tanh(scores.detach() / 20.0)
+    if not torch.allclose(result.detach(), expected, atol=1e-10):
+        raise Hint("with cap=20 the result differs from cap * tanh(scores / cap)")
+    result.sum().backward()
+    if scores.grad is None or not torch.allclose(scores.grad, 1 - torch.tanh(scores.detach() / 20.0) ** 2):
+        raise Hint("the gradient does not reach the scores: keep it a torch computation (no .detach(), "
+                   ".item() or numpy)")
+
+
+@hidden_test("ex-03-soft-cap", "a tiny cap, and -inf (masked) scores stay at -cap")
+def soft_cap_small_and_masked(ns):
+    cap_scores = answer(ns, "cap_scores")
+    scores = torch.tensor([[0.05, -0.2, 3.0, float("-inf")]])
+    result = cap_scores(scores.clone(), 0.1)
+    expected = 0.1 * torch.tanh(scores / 0.1)
+    if not isinstance(result, torch.Tensor) or not torch.allclose(result, expected, atol=1e-6):
+        raise Hint(f"with cap=0.1 expected {expected.tolist()}, got "
+                   f"{result.tolist() if isinstance(result, torch.Tensor) else result!r}: "
+                   "cap * tanh(scores / cap) for any positive cap (tanh(-inf) is -1)")
+
+
+@hidden_test("ex-03-soft-cap", "the scores stay unchanged, cap=0 raises ValueError", guard=True)
+def soft_cap_guards(ns):
+    cap_scores = answer(ns, "cap_scores")
+    scores = _randn(4, 4, seed=10, scale=60.0)
+    before = scores.clone()
+    cap_scores(scores, 50.0)
+    if not torch.equal(scores, before):
+        raise Hint(IN_PLACE.format(what="scores"))
+    try:
+        cap_scores(before.clone(), 0.0)
+    except ValueError:
+        return
+    except Exception as err:
+        raise Hint(f"cap=0 raised {type(err).__name__}; raise a ValueError instead") from None
+    raise Hint("cap=0 must raise ValueError: add `if cap <= 0: raise ValueError(...)`")

@@ -3,11 +3,13 @@
 The finished versions of the code the two chapters build step by step:
 
 * :func:`attention_scores` - every query against every key, ``queries @ keys^T`` (chapter 2)
+* :func:`additive_scores` - Bahdanau's additive scoring ``v . tanh(q W_q + k W_k)`` (chapter 2)
 * :func:`sum_normalize` - dividing by the sum, the normalisation that breaks on negative scores
 * :func:`naive_softmax` - ``exp / sum(exp)`` as written on paper; overflows for large scores
 * :func:`stable_softmax` - the same function computed safely, with an optional temperature
 * :func:`scaled_attention_weights` - ``softmax(queries @ keys^T / sqrt(d_k))`` (chapter 3)
 * :func:`attention_entropy` - how spread out each row of attention weights is
+* :func:`soft_cap` - ``cap * tanh(scores / cap)``: scores bounded to ``(-cap, cap)`` (chapter 3)
 
 Everything follows the row-vector convention of the course: one token per row, so ``queries`` is
 ``(T_q, d_k)`` (or ``(..., T_q, d_k)`` with batch dimensions in front) and ``keys`` is
@@ -23,11 +25,13 @@ from .functional import masked_softmax, scale_scores
 
 __all__ = [
     "attention_scores",
+    "additive_scores",
     "sum_normalize",
     "naive_softmax",
     "stable_softmax",
     "scaled_attention_weights",
     "attention_entropy",
+    "soft_cap",
 ]
 
 
@@ -68,6 +72,51 @@ def attention_scores(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         )
     # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k); a 1-D query gives (T_k,)
     return queries @ keys.transpose(-2, -1)
+
+
+def additive_scores(queries: torch.Tensor, keys: torch.Tensor, W_query: torch.Tensor,
+                    W_key: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Additive (Bahdanau) attention scores: ``score[i, j] = v . tanh(queries[i] @ W_query + keys[j] @ W_key)``.
+
+    A small network with one hidden layer of width ``d_h`` scores every pair, where the dot product
+    multiplies. Queries and keys may have different widths. Every pair needs its own ``d_h`` hidden
+    values, a ``(..., T_q, T_k, d_h)`` tensor, where the dot product needs one matrix product; and
+    every score lies in ``[-sum|v|, sum|v|]`` because ``tanh`` is bounded.
+
+    Args:
+        queries: ``(T_q, d_q)`` or ``(..., T_q, d_q)``.
+        keys: ``(T_k, d_k)`` or ``(..., T_k, d_k)``.
+        W_query: ``(d_q, d_h)``; W_key: ``(d_k, d_h)``; v: ``(d_h,)``.
+
+    Returns:
+        ``(..., T_q, T_k)`` scores: row ``i`` belongs to query ``i``.
+    """
+    for name, value, shape in (("queries", queries, "(T_q, d_q)"), ("keys", keys, "(T_k, d_k)"),
+                               ("W_query", W_query, "(d_q, d_h)"), ("W_key", W_key, "(d_k, d_h)"),
+                               ("v", v, "(d_h,)")):
+        check.floating_tensor(name, value, shape)
+    check.ndim("W_query", W_query, 2, "(d_q, d_h)")
+    check.ndim("W_key", W_key, 2, "(d_k, d_h)")
+    check.ndim("v", v, 1, "(d_h,)")
+    check.ndim("queries", queries, tuple(range(2, 9)), "(..., T_q, d_q)")
+    check.ndim("keys", keys, tuple(range(2, 9)), "(..., T_k, d_k)")
+    for name, value, weight_name, weight in (("queries", queries, "W_query", W_query),
+                                             ("keys", keys, "W_key", W_key)):
+        if value.shape[-1] != weight.shape[0]:
+            raise ValueError(
+                f"{name} of shape {tuple(value.shape)} have width {value.shape[-1]} but {weight_name} "
+                f"{tuple(weight.shape)} expects {weight.shape[0]}: {name} @ {weight_name} needs "
+                f"{weight_name}.shape[0] == {name}.shape[-1]"
+            )
+    if not (W_query.shape[1] == W_key.shape[1] == v.shape[0]):
+        raise ValueError(
+            f"W_query {tuple(W_query.shape)}, W_key {tuple(W_key.shape)} and v {tuple(v.shape)} must share "
+            f"the hidden width d_h (W_query.shape[1] == W_key.shape[1] == v.shape[0]); build them with one d_h"
+        )
+    projected_queries = (queries @ W_query).unsqueeze(-2)  # (..., T_q, 1, d_h)
+    projected_keys = (keys @ W_key).unsqueeze(-3)  # (..., 1, T_k, d_h)
+    hidden = torch.tanh(projected_queries + projected_keys)  # (..., T_q, T_k, d_h): one per pair
+    return hidden @ v  # (..., T_q, T_k)
 
 
 def sum_normalize(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -156,3 +205,19 @@ def attention_entropy(weights: torch.Tensor, dim: int = -1) -> torch.Tensor:
         raise ValueError("weights must be non-negative (attention weights); pass the output of a softmax")
     safe = torch.where(weights > 0, weights, torch.ones_like(weights))  # log(1) = 0 where w = 0
     return -(weights * torch.log(safe)).sum(dim=dim)  # -sum w log w
+
+
+def soft_cap(scores: torch.Tensor, cap: float) -> torch.Tensor:
+    """Logit soft-capping: ``cap * tanh(scores / cap)``, every score squeezed into ``(-cap, cap)``.
+
+    Scores much smaller than ``cap`` pass almost unchanged (``tanh(x) ~ x`` near 0), large ones
+    level off just below ``cap``; unlike a hard clamp it is smooth. Gemma 2 caps its attention
+    scores at 50.0 (and its output logits at 30.0). Returns a new tensor; ``scores`` is unchanged.
+
+    Raises:
+        TypeError: ``scores`` is not a floating-point tensor, ``cap`` not a number.
+        ValueError: ``cap`` is not a finite number > 0.
+    """
+    check.floating_tensor("scores", scores)
+    cap = check.positive_number("cap", cap)  # e.g. 50.0
+    return cap * torch.tanh(scores / cap)

@@ -136,7 +136,84 @@ def which_token(input_vector, position, token_embedding, position_embedding):
 ''', "for token", non_attempt=True),
 ]
 
-WRONG_ANSWERS = {"ex-01-one-hot": ONE_HOT, "ex-01-positions": POSITIONS, "ex-01-which-token": WHICH_TOKEN}
+BPE_DECODE = [
+    WrongAnswer("decodes-each-token-alone", '''
+def decode_tokens(ids, merges):
+    token_bytes = {byte: bytes([byte]) for byte in range(256)}
+    for (first, second), new_id in merges.items():
+        token_bytes[new_id] = token_bytes[first] + token_bytes[second]
+    return "".join(token_bytes[i].decode("utf-8", errors="replace") for i in ids)
+''', "decoded each token on its own"),
+    WrongAnswer("decodes-each-token-strictly", '''
+def decode_tokens(ids, merges):
+    token_bytes = {byte: bytes([byte]) for byte in range(256)}
+    for (first, second), new_id in merges.items():
+        token_bytes[new_id] = token_bytes[first] + token_bytes[second]
+    return "".join(token_bytes[i].decode("utf-8") for i in ids)
+''', "decoded each token on its own"),
+    WrongAnswer("chr-of-each-byte", '''
+def decode_tokens(ids, merges):
+    token_bytes = {byte: bytes([byte]) for byte in range(256)}
+    for (first, second), new_id in merges.items():
+        token_bytes[new_id] = token_bytes[first] + token_bytes[second]
+    return "".join(chr(byte) for i in ids for byte in token_bytes[i])
+''', "Latin-1"),
+    WrongAnswer("one-level-of-merges", '''
+def decode_tokens(ids, merges):
+    token_bytes = {byte: bytes([byte]) for byte in range(256)}
+    for (first, second), new_id in merges.items():
+        token_bytes[new_id] = bytes([first, second])
+    return b"".join(token_bytes[i] for i in ids).decode("utf-8", errors="replace")
+''', "made of merged tokens"),
+    WrongAnswer("newest-merges-first", '''
+def decode_tokens(ids, merges):
+    token_bytes = {byte: bytes([byte]) for byte in range(256)}
+    for (first, second), new_id in reversed(list(merges.items())):
+        token_bytes[new_id] = token_bytes[first] + token_bytes[second]
+    return b"".join(token_bytes[i] for i in ids).decode("utf-8", errors="replace")
+''', "in the order they were learned"),
+    WrongAnswer("halves-swapped", '''
+def decode_tokens(ids, merges):
+    token_bytes = {byte: bytes([byte]) for byte in range(256)}
+    for (first, second), new_id in merges.items():
+        token_bytes[new_id] = token_bytes[second] + token_bytes[first]
+    return b"".join(token_bytes[i] for i in ids).decode("utf-8", errors="replace")
+''', "first half followed by its second"),
+    WrongAnswer("strict-utf8", '''
+def decode_tokens(ids, merges):
+    token_bytes = {byte: bytes([byte]) for byte in range(256)}
+    for (first, second), new_id in merges.items():
+        token_bytes[new_id] = token_bytes[first] + token_bytes[second]
+    return b"".join(token_bytes[i] for i in ids).decode("utf-8")
+''', "errors='replace'"),
+    WrongAnswer("returns-bytes", '''
+def decode_tokens(ids, merges):
+    token_bytes = {byte: bytes([byte]) for byte in range(256)}
+    for (first, second), new_id in merges.items():
+        token_bytes[new_id] = token_bytes[first] + token_bytes[second]
+    return b"".join(token_bytes[i] for i in ids)
+''', "you returned bytes"),
+    WrongAnswer("merges-read-backwards", '''
+def decode_tokens(ids, merges):
+    token_bytes = {byte: bytes([byte]) for byte in range(256)}
+    for new_id, (first, second) in merges.items():
+        token_bytes[new_id] = token_bytes[first] + token_bytes[second]
+    return b"".join(token_bytes[i] for i in ids).decode("utf-8", errors="replace")
+''', "maps a pair to its new id"),
+    WrongAnswer("the-package", '''
+from attention_book.embedding import bpe_decode
+
+def decode_tokens(ids, merges):
+    return bpe_decode(ids, merges)
+''', "write your own", non_attempt=True),
+    WrongAnswer("empty-string", '''
+def decode_tokens(ids, merges):
+    return ""
+''', "empty string", non_attempt=True),
+]
+
+WRONG_ANSWERS = {"ex-01-one-hot": ONE_HOT, "ex-01-positions": POSITIONS, "ex-01-which-token": WHICH_TOKEN,
+                 "ex-01-bpe-decode": BPE_DECODE}
 
 
 def _with_torch(answers):

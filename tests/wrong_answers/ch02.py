@@ -172,10 +172,58 @@ def pointing_projections(target):
 ''', "margin", non_attempt=True),
 ]
 
+
+ADDITIVE = [
+    WrongAnswer("transposed", '''
+def additive_attention_scores(queries, keys, W_query, W_key, v):
+    hidden = torch.tanh((keys @ W_key)[:, None, :] + (queries @ W_query)[None, :, :])
+    return hidden @ v
+''', "transposed"),
+    WrongAnswer("no-tanh", '''
+def additive_attention_scores(queries, keys, W_query, W_key, v):
+    return ((queries @ W_query)[:, None, :] + (keys @ W_key)[None, :, :]) @ v
+''', "tanh is missing"),
+    WrongAnswer("tanh-after-v", '''
+def additive_attention_scores(queries, keys, W_query, W_key, v):
+    return torch.tanh(((queries @ W_query)[:, None, :] + (keys @ W_key)[None, :, :]) @ v)
+''', "before v"),
+    WrongAnswer("relu", '''
+def additive_attention_scores(queries, keys, W_query, W_key, v):
+    return torch.relu((queries @ W_query)[:, None, :] + (keys @ W_key)[None, :, :]) @ v
+''', "you used relu"),
+    WrongAnswer("sum-instead-of-v", '''
+def additive_attention_scores(queries, keys, W_query, W_key, v):
+    return torch.tanh((queries @ W_query)[:, None, :] + (keys @ W_key)[None, :, :]).sum(dim=-1)
+''', "without v"),
+    WrongAnswer("dot-product", '''
+def additive_attention_scores(queries, keys, W_query, W_key, v):
+    return (queries @ W_query) @ (keys @ W_key).T
+''', "dot product of the projections"),
+    WrongAnswer("weights-swapped", '''
+def additive_attention_scores(queries, keys, W_query, W_key, v):
+    return torch.tanh((queries @ W_key)[:, None, :] + (keys @ W_query)[None, :, :]) @ v
+''', "through W_query"),
+    WrongAnswer("no-broadcasting", '''
+def additive_attention_scores(queries, keys, W_query, W_key, v):
+    return torch.tanh(queries @ W_query + keys @ W_key) @ v
+''', "a hidden vector for every pair"),
+    WrongAnswer("the-package", '''
+from attention_book.scores import additive_scores
+
+def additive_attention_scores(queries, keys, W_query, W_key, v):
+    return additive_scores(queries, keys, W_query, W_key, v)
+''', "write your own", non_attempt=True),
+    WrongAnswer("zeros", '''
+def additive_attention_scores(queries, keys, W_query, W_key, v):
+    return torch.zeros(queries.shape[0], keys.shape[0])
+''', "every score is 0", non_attempt=True),
+]
+
 WRONG_ANSWERS = {
     "ex-02-score-loop": SCORE_LOOP,
     "ex-02-projected-scores": PROJECTED_SCORES,
     "ex-02-point-at": POINT_AT,
+    "ex-02-additive-scores": ADDITIVE,
 }
 
 

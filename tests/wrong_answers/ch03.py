@@ -280,11 +280,68 @@ def attending_projections(target, share):
 ''', "too soft", non_attempt=True),
 ]
 
+
+SOFT_CAP = [
+    WrongAnswer("no-division", '''
+def cap_scores(scores, cap):
+    if cap <= 0:
+        raise ValueError(f"cap must be > 0, got {cap}")
+    return cap * torch.tanh(scores)
+''', "inside tanh"),
+    WrongAnswer("no-multiplication", '''
+def cap_scores(scores, cap):
+    if cap <= 0:
+        raise ValueError(f"cap must be > 0, got {cap}")
+    return torch.tanh(scores / cap)
+''', "multiply by the cap"),
+    WrongAnswer("hard-clamp", '''
+def cap_scores(scores, cap):
+    if cap <= 0:
+        raise ValueError(f"cap must be > 0, got {cap}")
+    return torch.clamp(scores, -cap, cap)
+''', "hard clamp"),
+    WrongAnswer("no-tanh", '''
+def cap_scores(scores, cap):
+    if cap <= 0:
+        raise ValueError(f"cap must be > 0, got {cap}")
+    return scores / cap
+''', "tanh is missing"),
+    WrongAnswer("multiplies-inside", '''
+def cap_scores(scores, cap):
+    if cap <= 0:
+        raise ValueError(f"cap must be > 0, got {cap}")
+    return cap * torch.tanh(scores * cap)
+''', "do not multiply them"),
+    WrongAnswer("in-place", '''
+def cap_scores(scores, cap):
+    if cap <= 0:
+        raise ValueError(f"cap must be > 0, got {cap}")
+    return scores.div_(cap).tanh_().mul_(cap)
+''', "in place"),
+    WrongAnswer("no-check-of-the-cap", '''
+def cap_scores(scores, cap):
+    return cap * torch.tanh(scores / cap)
+''', "must raise ValueError"),
+    WrongAnswer("the-package", '''
+from attention_book.scores import soft_cap
+
+def cap_scores(scores, cap):
+    return soft_cap(scores, cap)
+''', "write your own", non_attempt=True),
+    WrongAnswer("input-unchanged", '''
+def cap_scores(scores, cap):
+    if cap <= 0:
+        raise ValueError(f"cap must be > 0, got {cap}")
+    return scores
+''', "came back unchanged", non_attempt=True),
+]
+
 WRONG_ANSWERS = {
     "ex-03-stable-softmax": STABLE_SOFTMAX,
     "ex-03-scaled-weights": SCALED_WEIGHTS,
     "ex-03-temperature": TEMPERATURE,
     "ex-03-attend": ATTEND,
+    "ex-03-soft-cap": SOFT_CAP,
 }
 
 

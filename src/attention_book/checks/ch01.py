@@ -293,3 +293,115 @@ def which_token(which_token_fn):
         ("another vocabulary size and width", other_sizes),
         Guard("the embedding tables stay unchanged", tables_unchanged),
     ]
+
+
+# --------------------------------------------------------------------------------------------------
+# ex-01-bpe-decode: token ids -> bytes -> text
+# --------------------------------------------------------------------------------------------------
+
+# Written out here, independently of attention_book.embedding: ids below 256 are bytes, each merge
+# (first, second) -> new id joins the bytes of two earlier tokens.
+HELLO_MERGES = {(104, 101): 256, (256, 108): 257, (257, 108): 258, (258, 111): 259, (32, 259): 260}
+HELLO_IDS, HELLO_TEXT = [259, 260, 32, 257, 112], "hello hello help"  # 'hello', ' hello', ' ', 'hel', 'p'
+# "é" is two bytes, 0xC3 0xA9: token 258 ends after the first, token 259 starts with the second
+CAFE_MERGES = {(99, 97): 256, (256, 102): 257, (257, 0xC3): 258, (0xA9, 32): 259}
+CAFE_IDS, CAFE_TEXT = [258, 259, 258, 0xA9], "café café"
+NOT_UTF8_IDS, NOT_UTF8_TEXT = [0xFF, 104, 105], "\ufffdhi"  # 0xFF never occurs in UTF-8
+
+NESTED = (
+    "a merged token can be made of merged tokens ('hel' = 'he' + 'l'): build the bytes of every "
+    "new id from the bytes of its two halves, token_bytes[first] + token_bytes[second], going "
+    "through the merges in the order they were learned"
+)
+PER_TOKEN = (
+    "you decoded each token on its own: one character can be split over two tokens ('é' is the "
+    "two bytes 0xC3 0xA9), so join the bytes of all tokens first and decode once"
+)
+LATIN1 = (
+    "chr(byte) reads every byte as a character of its own (Latin-1): 'é' came out as 'Ã©'. Join "
+    "the bytes and decode them as UTF-8: .decode('utf-8', errors='replace')"
+)
+
+
+def _bytes_of(merges, swap=False):
+    table = {byte: bytes([byte]) for byte in range(256)}
+    for (first, second), new_id in merges.items():
+        table[new_id] = table[second] + table[first] if swap else table[first] + table[second]
+    return table
+
+
+def _decode_case(decode_tokens, ids, merges, expected):
+    def call():
+        try:
+            return decode_tokens(list(ids), dict(merges))
+        except UnicodeDecodeError:
+            joined = b"".join(_bytes_of(merges)[i] for i in ids)
+            try:
+                joined.decode("utf-8")  # valid as a whole: the tokens were decoded one by one
+            except UnicodeDecodeError:
+                raise Hint(
+                    "a byte that is not valid UTF-8 stopped your decoding: decode with "
+                    ".decode('utf-8', errors='replace'), which turns it into '\\ufffd'"
+                ) from None
+            raise Hint(PER_TOKEN) from None
+        except (KeyError, ValueError) as error:  # a new id missing, or bytes([300])
+            if "range(0, 256)" in str(error) or isinstance(error, KeyError):
+                raise Hint(f"{NESTED} ({type(error).__name__}: {error})") from None
+            raise
+        except TypeError as error:
+            if "unpack" in str(error):
+                raise Hint(
+                    "merges maps a pair to its new id, {(first, second): new_id}: loop over it with "
+                    "`for (first, second), new_id in merges.items()`"
+                ) from None
+            raise
+
+    def test():
+        result = call()
+        if isinstance(result, (bytes, bytearray)):
+            raise Hint("you returned bytes; return a str: decode the joined bytes as UTF-8")
+        if not isinstance(result, str):
+            raise Hint(f"return the text as a str, got {type(result).__name__}")
+        if result == expected:
+            return
+        if result == "":
+            raise Hint("you returned an empty string: look up the bytes of every id and join them")
+        table = _bytes_of(merges)
+        per_token = "".join(table[i].decode("utf-8", errors="replace") for i in ids)
+        latin1 = b"".join(table[i] for i in ids).decode("latin-1")
+        swapped = b"".join(_bytes_of(merges, swap=True)[i] for i in ids).decode("utf-8", "replace")
+        if result == per_token:
+            raise Hint(PER_TOKEN)
+        if result == latin1:
+            raise Hint(LATIN1)
+        if result == swapped:
+            raise Hint("a merged token is its first half followed by its second: "
+                       "token_bytes[first] + token_bytes[second], not the other way round")
+        raise Hint(f"ids {list(ids)} should decode to {expected!r}, got {result!r}")
+
+    return test
+
+
+@register("ex-01-bpe-decode", "Decode byte-pair tokens")
+def bpe_decode(decode_tokens):
+    """Check ``decode_tokens(ids, merges)`` -> the text of the ids (bytes joined, then UTF-8)."""
+
+    def empty():
+        result = decode_tokens([], dict(HELLO_MERGES))
+        if result != "":
+            raise Hint(f"no ids must give the empty string '', got {result!r}")
+
+    def merges_unchanged():
+        merges = dict(CAFE_MERGES)
+        decode_tokens(list(CAFE_IDS), merges)
+        if merges != CAFE_MERGES or list(merges) != list(CAFE_MERGES):
+            raise Hint("your function changed the merges dict: read it, do not write it")
+
+    return [
+        ("merged tokens made of merged tokens", _decode_case(decode_tokens, HELLO_IDS, HELLO_MERGES, HELLO_TEXT)),
+        ("a character split over two tokens", _decode_case(decode_tokens, CAFE_IDS, CAFE_MERGES, CAFE_TEXT)),
+        ("bytes that are not UTF-8 become '\\ufffd'",
+         _decode_case(decode_tokens, NOT_UTF8_IDS, {}, NOT_UTF8_TEXT)),
+        Guard("no ids give ''", empty),
+        Guard("the merges stay unchanged", merges_unchanged),
+    ]

@@ -9,7 +9,7 @@ import torch
 from ..data import journey_inputs
 from .core import Guard, Hint, answer_source, close, register
 
-__all__ = ["score_loop", "projected_scores", "point_at"]
+__all__ = ["score_loop", "projected_scores", "point_at", "additive"]
 
 
 def _loop_depth(fn) -> int:
@@ -278,4 +278,109 @@ def point_at(pointing_projections):
     ] + [
         (f"every query scores '{tokens[t]}' highest (target {t})", _point_test(pointing_projections, t))
         for t in POINT_TARGETS
+    ]
+
+
+# --------------------------------------------------------------------------------------------------
+# ex-02-additive-scores: v . tanh(q W_q + k W_k) for every pair
+# --------------------------------------------------------------------------------------------------
+
+
+def _additive_case(seed: int, T_q: int, T_k: int, d_q: int, d_k: int, d_h: int):
+    generator = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(*shape, generator=generator)
+                 for shape in ((T_q, d_q), (T_k, d_k), (d_q, d_h), (d_k, d_h), (d_h,)))
+
+
+def _additive_diagnosis(result, queries, keys, W_query, W_key, v):
+    projected_q, projected_k = queries @ W_query, keys @ W_key  # (T_q, d_h), (T_k, d_h)
+    pairs = projected_q[:, None, :] + projected_k[None, :, :]  # (T_q, T_k, d_h)
+    expected = torch.tanh(pairs) @ v
+    if close(result, expected):
+        return
+    if result.shape == expected.T.shape and result.shape != expected.shape:
+        raise Hint(
+            f"your scores are transposed, shape (T_k, T_q) = {tuple(result.shape)}: row i must belong "
+            "to query i, so the queries' hidden vectors need the new axis in the middle: "
+            "(T_q, 1, d_h) + (1, T_k, d_h)"
+        )
+    if result.shape != expected.shape:
+        raise Hint(f"expected (T_q, T_k) = {tuple(expected.shape)} scores, got {tuple(result.shape)}")
+    if bool((result == 0).all()):
+        raise Hint("every score is 0: return v . tanh(queries @ W_query + keys @ W_key) for every pair")
+    mistakes = [
+        (pairs @ v, "the tanh is missing: squash the sum of the two projections with torch.tanh "
+                    "before multiplying with v"),
+        (torch.tanh(pairs @ v), "the tanh belongs on the hidden vector of each pair, before v: "
+                                "v . tanh(q W_q + k W_k), not tanh(v . (q W_q + k W_k))"),
+        (torch.relu(pairs) @ v, "use torch.tanh as the nonlinearity (you used relu)"),
+        (torch.sigmoid(pairs) @ v, "use torch.tanh as the nonlinearity (you used sigmoid)"),
+        (torch.tanh(pairs).sum(dim=-1), "the hidden values are summed without v: multiply the "
+                                        "(T_q, T_k, d_h) hidden tensor with v, hidden @ v"),
+        (projected_q @ projected_k.T, "that is the dot product of the projections: additive "
+                                      "attention *adds* them, tanh(q W_q + k W_k), then takes v"),
+        (torch.tanh(projected_q @ projected_k.T), "that is a dot product inside tanh: additive "
+                                                  "attention adds the two projections"),
+    ]
+    for wrong, hint in mistakes:
+        if close(result, wrong):
+            raise Hint(hint)
+    raise Hint("the scores differ from v . tanh(queries[i] @ W_query + keys[j] @ W_key)")
+
+
+@register("ex-02-additive-scores", "Additive attention scores")
+def additive(additive_attention_scores):
+    """Check ``additive_attention_scores(queries, keys, W_query, W_key, v)`` -> ``(T_q, T_k)``."""
+    case = _additive_case(seed=40, T_q=4, T_k=5, d_q=3, d_k=2, d_h=6)
+
+    def call(*arguments):
+        try:
+            result = additive_attention_scores(*[a.clone() for a in arguments])
+        except RuntimeError as err:
+            message = str(err)
+            if "cannot be multiplied" in message:
+                raise Hint(
+                    f"a matrix product does not fit ({message}): queries (T_q, d_q) go through "
+                    "W_query (d_q, d_h), keys (T_k, d_k) through W_key (d_k, d_h)"
+                ) from None
+            if "must match the size" in message:
+                raise Hint(
+                    f"the two projections do not add up ({message}): the scores need a hidden vector "
+                    "for every pair (i, j), so give them axes that broadcast: "
+                    "(T_q, 1, d_h) + (1, T_k, d_h) -> (T_q, T_k, d_h)"
+                ) from None
+            raise
+        return _as_tensor(result, "additive_attention_scores")
+
+    def shape():
+        result = call(*case)
+        if tuple(result.shape) != (4, 5):
+            raise Hint(f"4 queries and 5 keys must give (4, 5) scores, got {tuple(result.shape)}")
+
+    def values():
+        _additive_diagnosis(call(*case), *case)
+
+    def other_sizes():
+        other = _additive_case(seed=41, T_q=1, T_k=3, d_q=5, d_k=5, d_h=2)
+        _additive_diagnosis(call(*other), *other)
+
+    def journey():
+        _, inputs = journey_inputs()
+        generator = torch.Generator().manual_seed(42)
+        W_query, W_key = torch.randn(3, 4, generator=generator), torch.randn(3, 4, generator=generator)
+        v = torch.randn(4, generator=generator)
+        _additive_diagnosis(call(inputs, inputs, W_query, W_key, v), inputs, inputs, W_query, W_key, v)
+
+    def inputs_unchanged():
+        arguments = [a.clone() for a in case]
+        additive_attention_scores(*arguments)
+        if not all(torch.equal(a, b) for a, b in zip(arguments, case)):
+            raise Hint("your function changed one of its arguments in place: compute new tensors instead")
+
+    return [
+        Guard("(T_q, T_k) scores", shape),
+        ("v . tanh(q W_q + k W_k) for every pair", values),
+        ("one query, and queries as wide as the keys", other_sizes),
+        ("the journey example, queries = keys = inputs", journey),
+        Guard("the arguments stay unchanged", inputs_unchanged),
     ]

@@ -9,7 +9,7 @@ import torch
 from ..data import journey_inputs
 from .core import Guard, Hint, calls, close, register
 
-__all__ = ["stable_softmax", "scaled_weights", "temperature_softmax", "attend"]
+__all__ = ["stable_softmax", "scaled_weights", "temperature_softmax", "attend", "soft_cap"]
 
 KEEPDIM = (
     "a shape mismatch while broadcasting: reduce with keepdim=True, e.g. "
@@ -407,4 +407,80 @@ def attend(attending_projections):
     ] + [
         (f"every token attends to '{journey_inputs()[0][t]}' (target {t})", _attend_test(attending_projections, t))
         for t in ATTEND_TARGETS
+    ]
+
+
+# --------------------------------------------------------------------------------------------------
+# ex-03-soft-cap: cap * tanh(scores / cap)
+# --------------------------------------------------------------------------------------------------
+
+
+def _soft_cap_diagnosis(out: torch.Tensor, scores: torch.Tensor, cap: float) -> None:
+    expected = cap * torch.tanh(scores / cap)
+    if close(out, expected, atol=1e-4):
+        return
+    if out.shape != scores.shape:
+        raise Hint(f"the capped scores must keep the shape {tuple(scores.shape)}, got {tuple(out.shape)}")
+    if _is_zeros(out):
+        raise Hint("every score is 0: return cap * torch.tanh(scores / cap)")
+    mistakes = [
+        (scores, "the scores came back unchanged: cap them with cap * torch.tanh(scores / cap)"),
+        (cap * torch.tanh(scores), "divide the scores by the cap inside tanh: cap * tanh(scores / cap) "
+                                   "(without it every score above about 3 is squashed to the cap)"),
+        (torch.tanh(scores / cap), "multiply by the cap after tanh: tanh only reaches 1, the capped "
+                                   "scores must reach almost cap"),
+        (torch.clamp(scores, -cap, cap), "that is a hard clamp: soft-capping bends smoothly with tanh, "
+                                         "so a score of 0.8 * cap already comes out smaller"),
+        (scores / cap, "the tanh is missing: cap * torch.tanh(scores / cap)"),
+        (cap * torch.tanh(scores * cap), "divide the scores by the cap, do not multiply them"),
+        (torch.tanh(scores), "use the cap twice: cap * tanh(scores / cap)"),
+    ]
+    for wrong, hint in mistakes:
+        if close(out, wrong, atol=1e-4):
+            raise Hint(hint)
+    raise Hint(f"with cap={cap} the result differs from cap * tanh(scores / cap)")
+
+
+@register("ex-03-soft-cap", "Soft-capping the scores")
+def soft_cap(cap_scores):
+    """Check ``cap_scores(scores, cap)`` -> ``cap * tanh(scores / cap)``, ValueError for ``cap <= 0``."""
+    scores = _random(3, 5, seed=50, scale=40.0)  # (3, 5): some far past a cap of 50, some below
+
+    def gemma_cap():
+        _soft_cap_diagnosis(_run(cap_scores, scores, 50.0), scores, 50.0)
+
+    def small_cap():
+        _soft_cap_diagnosis(_run(cap_scores, scores, 5.0), scores, 5.0)
+
+    def any_shape():
+        batch = _random(2, 3, 4, 4, seed=51, scale=20.0)  # (B, H, T, T)
+        _soft_cap_diagnosis(_run(cap_scores, batch, 30.0), batch, 30.0)
+
+    def rejects(cap: float):
+        def test():
+            try:
+                cap_scores(scores.clone(), cap)
+            except ValueError:
+                return
+            except Exception as err:
+                raise Hint(f"cap={cap} raised {type(err).__name__}; raise a ValueError that says the cap "
+                           "must be > 0: `if cap <= 0: raise ValueError(...)`") from None
+            raise Hint(f"cap={cap} must raise ValueError (a cap <= 0 gives nan or flips every score): "
+                       "add `if cap <= 0: raise ValueError(...)`")
+        return test
+
+    def input_unchanged():
+        mine = scores.clone()
+        cap_scores(mine, 50.0)
+        if not torch.equal(mine, scores):
+            raise Hint("your function changed `scores` in place (e.g. `.tanh_()` or `/=`): compute a new "
+                       "tensor, cap * torch.tanh(scores / cap)")
+
+    return [
+        ("Gemma 2's cap of 50", gemma_cap),
+        ("a cap of 5", small_cap),
+        ("a (B, H, T, T) batch", any_shape),
+        Guard("cap=0 raises ValueError", rejects(0.0)),
+        Guard("a negative cap raises ValueError", rejects(-50.0)),
+        Guard("leaves the scores unchanged", input_unchanged),
     ]
