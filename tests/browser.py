@@ -69,8 +69,11 @@ def _is_local(url: str) -> bool:
     return url.startswith(("data:", "blob:", "about:")) or host in ("127.0.0.1", "localhost", "::1")
 
 
-def open_recorded_page(browser, url: str, mathjax_dir: Path, wait_for_math: bool = True):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+def open_recorded_page(browser, url: str, mathjax_dir: Path, wait_for_math: bool = True,
+                       viewport: Optional[dict] = None, color_scheme: str = "light"):
+    """A new page (own context) at ``url``: 1280x900 unless ``viewport`` is given, with the system
+    colour scheme ``color_scheme`` ("light" or "dark", what ``prefers-color-scheme`` reports)."""
+    context = browser.new_context(viewport=viewport or {"width": 1280, "height": 900}, color_scheme=color_scheme)
     page = context.new_page()
     page.console_errors = []
     page.external_requests = []

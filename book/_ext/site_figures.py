@@ -1,0 +1,55 @@
+"""Sharp figures on the site: every matplotlib figure the book build draws is an SVG.
+
+The chapters' figures reach the site as whatever the notebook kernel's inline backend emits: by
+default a PNG at the figure's own resolution (1x), soft on high-density screens, with its text
+baked into pixels. For the book build only, this extension points the kernels at a small IPython
+profile of its own (``IPYTHONDIR``, written into the build folder; the executing kernels inherit
+the build's environment as they inherit ``ATTENTION_BOOK_STATIC``) whose kernel configuration
+asks the inline backend for SVG and keeps text as ``<text>`` elements (``svg.fonttype: none``):
+sharp at every zoom, and the browser tests can read every label's font size from the file.
+Readers' own Jupyter, Colab and the notebook tests keep matplotlib's defaults.
+
+``svg.hashsalt`` makes the ids inside the SVG files the same on every build, so unchanged figures
+give unchanged files. tests/test_figures.py checks the result on the built site.
+
+The execution cache (``execute_notebooks: cache``) keys on the notebooks' code, not on this
+profile: after changing ``KERNEL_CONFIG``, delete ``_build/.jupyter_cache`` (or touch the
+notebooks) so the figures are drawn again.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# matplotlib settings of the book build's kernels (InlineBackend.rc is applied when the inline
+# backend is activated, before the first figure is drawn)
+FIGURE_RC = {
+    "svg.fonttype": "none",  # text stays text: sharp, selectable, measurable
+    "svg.hashsalt": "attention-book",  # stable ids: the file only changes with the drawing
+}
+
+KERNEL_CONFIG = f"""\
+# Written by book/_ext/site_figures.py for the book build's kernels only.
+c.InlineBackend.figure_formats = {{"svg"}}
+c.InlineBackend.rc = {FIGURE_RC!r}
+"""
+
+
+def kernel_profile_dir(outdir) -> Path:
+    """The IPython directory of the book build's kernels (next to the HTML output)."""
+    return Path(outdir).parent / ".ipython-book"
+
+
+def _use_svg_kernels(app, config):
+    profile = kernel_profile_dir(app.outdir) / "profile_default"
+    profile.mkdir(parents=True, exist_ok=True)
+    path = profile / "ipython_kernel_config.py"
+    if not path.is_file() or path.read_text() != KERNEL_CONFIG:
+        path.write_text(KERNEL_CONFIG)
+    os.environ["IPYTHONDIR"] = str(profile.parent)
+
+
+def setup(app):
+    app.connect("config-inited", _use_svg_kernels)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,156 @@
+"""Navigation a reader clicks, in headless Chromium on the built site.
+
+The chapter list (primary sidebar) and the page contents (secondary sidebar) each have a toggle
+button in the article header. With pydata-sphinx-theme 0.17.1 + sphinx-book-theme 1.3.0 both
+did nothing at any width (the scripts bound a hidden copy of each button; the fix and its cause:
+book/_ext/site_fixes.py). Here every toggle is clicked as a reader would, at a phone (390 px),
+a tablet (800 px) and a laptop (1280 px), with the system in light and in dark mode:
+
+* narrow screens: the toggle opens a panel that is on screen; a link in it is the element under
+  the pointer (not covered) and following it navigates; Escape closes the panel;
+* wide screens: the chapter list is shown, its toggle hides it and shows it again; the page
+  contents are shown beside the article and their links scroll to the section.
+
+One page (chapter 3) per width and theme: the buttons are the same on every page.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+PAGE = "notebooks/03_softmax_and_scaling.html"
+NEXT_CHAPTER = "04_context_vectors.html"
+WIDTHS = {390: 844, 800: 900, 1280: 900}
+WIDE = 992  # pydata-sphinx-theme shows the chapter list beside the article from this width on
+
+# Where an element is, whether it is shown, and whether it is what the pointer would hit.
+ON_SCREEN_JS = """(element) => {
+    const box = element.getBoundingClientRect();
+    const style = getComputedStyle(element);
+    const x = box.left + Math.min(box.width / 2, 20), y = box.top + box.height / 2;
+    const inView = box.width > 0 && box.height > 0 && box.right > 0 && box.bottom > 0
+        && box.left < innerWidth && box.top < innerHeight;
+    const hit = inView ? document.elementFromPoint(x, y) : null;
+    return { inView, visible: style.visibility !== "hidden" && style.display !== "none",
+             clickable: Boolean(hit && (hit === element || element.contains(hit))),
+             left: box.left, width: box.width };
+}"""
+
+
+@pytest.fixture
+def open_at(browser, site_url, mathjax_dir):
+    from browser import open_recorded_page
+
+    pages = []
+
+    def _open(width: int, scheme: str, path: str = PAGE):
+        page = open_recorded_page(browser, f"{site_url}/{path}", mathjax_dir, wait_for_math=False,
+                                  viewport={"width": width, "height": WIDTHS[width]}, color_scheme=scheme)
+        pages.append(page)
+        return page
+
+    yield _open
+    for page in pages:
+        page.context.close()
+
+
+def on_screen(locator) -> dict:
+    return locator.evaluate(ON_SCREEN_JS)
+
+
+def visible_toggle(page, kind: str):
+    """The one ``.primary-toggle`` / ``.secondary-toggle`` a reader can see, or None."""
+    toggles = page.locator(f"button.{kind}-toggle")
+    shown = [toggles.nth(i) for i in range(toggles.count()) if toggles.nth(i).is_visible()]
+    assert len(shown) <= 1, f"{len(shown)} visible {kind} toggles"
+    return shown[0] if shown else None
+
+
+def dialog_open(page, kind: str) -> bool:
+    return page.evaluate(f"() => document.getElementById('pst-{kind}-sidebar-modal').open")
+
+
+def assert_usable(link, where: str):
+    state = on_screen(link)
+    assert state["visible"] and state["inView"], f"{where}: the link is not on screen ({state})"
+    assert state["clickable"], f"{where}: something covers the link ({state})"
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width", list(WIDTHS))
+def test_chapter_list_toggle_opens_a_usable_panel(open_at, screenshot, width, scheme):
+    page = open_at(width, scheme)
+    where = f"{width} px, {scheme}"
+    assert page.evaluate("() => document.documentElement.dataset.theme") == scheme, \
+        f"{where}: the page does not follow the system colour scheme"
+    toggle = visible_toggle(page, "primary")
+    assert toggle is not None, f"{where}: no visible chapter-list toggle"
+    link = page.locator(f'nav.bd-docs-nav a.reference[href$="{NEXT_CHAPTER}"]').first
+
+    if width >= WIDE:
+        sidebar = page.locator("#pst-primary-sidebar")
+        assert_usable(link, f"{where}, chapter list beside the article")
+        toggle.click()
+        page.wait_for_timeout(400)  # the theme's slide-out transition
+        assert not on_screen(sidebar)["inView"] or not on_screen(link)["clickable"], \
+            f"{where}: the toggle did not hide the chapter list"
+        toggle.click()
+        page.wait_for_timeout(400)
+        assert_usable(link, f"{where}, chapter list shown again")
+    else:
+        assert not dialog_open(page, "primary") and not on_screen(link)["inView"]
+        toggle.click()
+        page.wait_for_timeout(300)
+        assert dialog_open(page, "primary"), f"{where}: the toggle did not open the chapter list"
+        assert_usable(link, f"{where}, chapter list panel")
+        screenshot(page, f"nav-chapter-list-{width}-{scheme}", full_page=False)
+        page.keyboard.press("Escape")
+        page.wait_for_timeout(200)
+        assert not dialog_open(page, "primary"), f"{where}: Escape did not close the chapter list"
+        assert not on_screen(link)["inView"], f"{where}: the chapter list stayed on screen after Escape"
+        toggle.click()
+        page.wait_for_timeout(300)
+    with page.expect_navigation():
+        link.click()
+    assert page.url.endswith(NEXT_CHAPTER), f"{where}: following the link went to {page.url}"
+    assert page.console_errors == [], page.console_errors
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width", list(WIDTHS))
+def test_page_contents_toggle_opens_a_usable_panel(open_at, screenshot, width, scheme):
+    page = open_at(width, scheme)
+    where = f"{width} px, {scheme}"
+    toggle = visible_toggle(page, "secondary")
+    links = page.locator("#pst-page-toc-nav a.nav-link, .bd-toc-nav a.nav-link")
+    assert links.count() >= 5, f"{where}: the page contents list has {links.count()} links"
+
+    if toggle is None:
+        assert width >= 1200, f"{where}: neither the page contents nor their toggle is shown"
+    else:
+        assert not dialog_open(page, "secondary")
+        toggle.click()
+        page.wait_for_timeout(300)
+        assert dialog_open(page, "secondary"), f"{where}: the toggle did not open the page contents"
+        links = page.locator("#pst-secondary-sidebar-modal a.nav-link")
+        screenshot(page, f"nav-page-contents-{width}-{scheme}", full_page=False)
+        page.keyboard.press("Escape")
+        page.wait_for_timeout(200)
+        assert not dialog_open(page, "secondary"), f"{where}: Escape did not close the page contents"
+        toggle.click()
+        page.wait_for_timeout(300)
+    link = links.nth(3)
+    assert_usable(link, f"{where}, page contents")
+    target = link.get_attribute("href")
+    assert target.startswith("#"), target
+    link.click()
+    page.wait_for_timeout(500)
+    assert page.url.endswith(target), f"{where}: following {target} did not change the address ({page.url})"
+    if toggle is not None:
+        assert not dialog_open(page, "secondary"), f"{where}: the panel stayed open over the section"
+    heading = page.locator(f"[id='{target[1:]}'] > :is(h1, h2, h3)").first
+    state = on_screen(heading)
+    assert state["inView"] and state["clickable"], f"{where}: the section {target} is not shown ({state})"
+    assert page.console_errors == [], page.console_errors
