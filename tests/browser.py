@@ -177,3 +177,66 @@ def axe_violations(page, impacts=("serious", "critical")) -> list:
             nodes: v.nodes.length, targets: v.nodes.slice(0, 3).map((n) => n.target.join(" ")) }));
     }""")
     return [v for v in results if v["impact"] in impacts]
+
+
+# --------------------------------------------------------------------------- colours and contrast
+
+# For every piece of text in the elements matching ``selector``: its WCAG contrast ratio against
+# what is really behind it (background colours composited up the tree, text colour blended by
+# its alpha and the opacity of its ancestors). Text over a background image (hatched explorer
+# cells) is reported with ratio null. Hidden text (visibility, display, zero size) is skipped.
+CONTRAST_JS = """(selector) => {
+    const parse = (c) => { const m = c.match(/[\\d.]+/g) || [0, 0, 0, 0];
+        return [+m[0], +m[1], +m[2], m.length > 3 ? +m[3] : 1]; };
+    const over = (top, bottom) => { const a = top[3];
+        return [0, 1, 2].map((i) => top[i] * a + bottom[i] * (1 - a)).concat([1]); };
+    const luminance = (c) => { const [r, g, b] = c.slice(0, 3).map((v) => { v /= 255;
+        return v <= 0.04045 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+    const background = (element) => {
+        const layers = [];
+        for (let e = element; e; e = e.parentElement) {
+            const style = getComputedStyle(e);
+            if (style.backgroundImage !== "none" && !style.backgroundImage.startsWith("url(")) return null;
+            const c = parse(style.backgroundColor);
+            if (c[3] > 0) layers.push(c);
+            if (c[3] >= 1) break;
+        }
+        let colour = [255, 255, 255, 1];
+        for (const layer of layers.reverse()) colour = over(layer, colour);
+        return colour;
+    };
+    const opacity = (element) => { let o = 1;
+        for (let e = element; e; e = e.parentElement) o *= parseFloat(getComputedStyle(e).opacity);
+        return o; };
+    const out = [];
+    for (const root of document.querySelectorAll(selector)) {
+        for (const e of [root, ...root.querySelectorAll("*")]) {
+            const own = [...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+            if (!own || !e.getClientRects().length) continue;
+            const style = getComputedStyle(e);
+            if (style.visibility === "hidden" || parseFloat(style.fontSize) === 0) continue;
+            const bg = background(e);
+            const text = (e.innerText || e.textContent).trim().slice(0, 40);
+            if (!bg) { out.push({ text, ratio: null }); continue; }
+            const fg = parse(style.color);
+            const shown = over([fg[0], fg[1], fg[2], fg[3] * opacity(e)], bg);
+            const [l1, l2] = [luminance(shown), luminance(bg)].sort((a, b) => b - a);
+            out.push({ text, ratio: (l1 + 0.05) / (l2 + 0.05), background: luminance(bg),
+                       colour: style.color, where: e.tagName.toLowerCase() + "." + [...e.classList].join(".") });
+        }
+    }
+    return out;
+}"""
+
+
+def text_contrast(page, selector: str) -> list:
+    """``[{text, ratio, background (luminance), colour, where}]`` for the text under ``selector``."""
+    return page.evaluate(CONTRAST_JS, selector)
+
+
+def page_background_luminance(page) -> float:
+    return page.evaluate("""() => { const c = getComputedStyle(document.body).backgroundColor
+        .match(/[\\d.]+/g).map(Number); const [r, g, b] = c.slice(0, 3).map((v) => { v /= 255;
+        return v <= 0.04045 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b; }""")

@@ -9,8 +9,8 @@ asks the inline backend for SVG and keeps text as ``<text>`` elements (``svg.fon
 sharp at every zoom, and the browser tests can read every label's font size from the file.
 Readers' own Jupyter, Colab and the notebook tests keep matplotlib's defaults.
 
-``svg.hashsalt`` makes the ids inside the SVG files the same on every build, so unchanged figures
-give unchanged files. tests/test_figures.py checks the result on the built site.
+``svg.hashsalt`` and no ``Date`` in the metadata make the SVG files the same on every build, so
+unchanged figures give unchanged files. tests/test_figures.py checks the result on the built site.
 
 The execution cache (``execute_notebooks: cache``) keys on the notebooks' code, not on this
 profile: after changing ``KERNEL_CONFIG``, delete ``_build/.jupyter_cache`` (or touch the
@@ -33,6 +33,7 @@ KERNEL_CONFIG = f"""\
 # Written by book/_ext/site_figures.py for the book build's kernels only.
 c.InlineBackend.figure_formats = {{"svg"}}
 c.InlineBackend.rc = {FIGURE_RC!r}
+c.InlineBackend.print_figure_kwargs = {{"bbox_inches": "tight", "metadata": {{"Date": None}}}}
 """
 
 
