@@ -240,3 +240,67 @@ def page_background_luminance(page) -> float:
         .match(/[\\d.]+/g).map(Number); const [r, g, b] = c.slice(0, 3).map((v) => { v /= 255;
         return v <= 0.04045 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
         return 0.2126 * r + 0.7152 * g + 0.0722 * b; }""")
+
+
+# --------------------------------------------------------------------------- figures
+
+# For every figure (<img>) shown in the article: its file type, natural and rendered width, and
+# for an SVG the smallest font size a reader sees, in CSS px. matplotlib's SVG draws each glyph
+# as a <use> of an outline on a 100-unit em (svg.fonttype "path"), so a glyph's rendered font
+# size is 100 x the scale of its screen transform (radicals and big delimiters, drawn from the
+# STIXSize* fonts at a size fitted to their content, are not counted); <text> elements (svg.fonttype "none", other
+# tools) count with their computed font size times their scale. The file is laid out inline,
+# off screen, at the size the <img> has, and measured there.
+FIGURE_FONTS_JS = """async (selector) => {
+    const out = [];
+    for (const img of document.querySelectorAll(selector || "main article img")) {
+        const box = img.getBoundingClientRect();
+        if (!box.width || !img.complete) continue;
+        const src = img.currentSrc || img.src;
+        const figure = img.closest("figure");
+        const item = { src: img.getAttribute("src"), naturalWidth: img.naturalWidth, width: box.width,
+                       svg: /\\.svg([?#]|$)/i.test(src) || src.startsWith("data:image/svg"),
+                       minFontPx: null, glyphs: 0, smallest: null,
+                       caption: figure && figure.querySelector("figcaption")
+                           ? figure.querySelector("figcaption").innerText.trim().slice(0, 80) : "" };
+        if (item.svg) {
+            const text = await (await fetch(src)).text();
+            const holder = document.createElement("div");
+            holder.style.cssText = "position:absolute;left:-100000px;top:0;";
+            holder.innerHTML = text.slice(text.indexOf("<svg"));
+            const svg = holder.querySelector("svg");
+            svg.style.width = box.width + "px";
+            svg.style.height = box.height + "px";
+            document.body.append(holder);
+            let min = Infinity, smallest = null;
+            const scaleOf = (node) => { const m = node.getScreenCTM();
+                return Math.sqrt(m.a * m.a + m.b * m.b); };
+            for (const use of svg.querySelectorAll("use")) {
+                const ref = use.getAttribute("xlink:href") || use.getAttribute("href") || "";
+                const target = ref.startsWith("#") && svg.querySelector(`[id="${ref.slice(1)}"]`);
+                // glyph outlines live in <defs> as <path id="DejaVuSans-30">; markers are ids "m0123...".
+                // STIXSize* fonts hold mathtext's radicals and big delimiters, drawn at a size
+                // chosen to enclose their content (a larger glyph on a smaller em): not text size.
+                if (!target || /^#m[0-9a-f]{6,}$/.test(ref) || !/-/.test(ref) || /^#STIXSize/.test(ref)) continue;
+                const size = 100 * scaleOf(use);
+                item.glyphs += 1;
+                if (size < min) { min = size; smallest = ref.slice(1); }
+            }
+            for (const node of svg.querySelectorAll("text, tspan")) {
+                if (!node.textContent.trim() || node.querySelector("tspan")) continue;
+                const size = parseFloat(getComputedStyle(node).fontSize) * scaleOf(node);
+                item.glyphs += 1;
+                if (size < min) { min = size; smallest = node.textContent.trim().slice(0, 20); }
+            }
+            holder.remove();
+            if (item.glyphs) { item.minFontPx = min; item.smallest = smallest; }
+        }
+        out.push(item);
+    }
+    return out;
+}"""
+
+
+def figure_fonts(page, selector: str = "main article img") -> list:
+    """``[{src, svg, naturalWidth, width, minFontPx, glyphs, smallest, caption}]`` of the figures shown."""
+    return page.evaluate(FIGURE_FONTS_JS, selector)

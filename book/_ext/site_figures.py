@@ -5,8 +5,11 @@ default a PNG at the figure's own resolution (1x), soft on high-density screens,
 baked into pixels. For the book build only, this extension points the kernels at a small IPython
 profile of its own (``IPYTHONDIR``, written into the build folder; the executing kernels inherit
 the build's environment as they inherit ``ATTENTION_BOOK_STATIC``) whose kernel configuration
-asks the inline backend for SVG and keeps text as ``<text>`` elements (``svg.fonttype: none``):
-sharp at every zoom, and the browser tests can read every label's font size from the file.
+asks the inline backend for SVG: sharp at every zoom. Text stays matplotlib's glyph outlines
+(``svg.fonttype: path``, the default): the page needs none of matplotlib's fonts (with
+``svg.fonttype: none`` a browser without the STIX fonts drew the radical of $\sqrt{d_k}$ as a
+stray small glyph), and each glyph is a ``<use>`` of an outline drawn on a 100-unit em, so
+the browser tests read every glyph's rendered font size from its transform.
 Readers' own Jupyter, Colab and the notebook tests keep matplotlib's defaults.
 
 ``svg.hashsalt`` and no ``Date`` in the metadata make the SVG files the same on every build, so
@@ -25,7 +28,7 @@ from pathlib import Path
 # matplotlib settings of the book build's kernels (InlineBackend.rc is applied when the inline
 # backend is activated, before the first figure is drawn)
 FIGURE_RC = {
-    "svg.fonttype": "none",  # text stays text: sharp, selectable, measurable
+    "svg.fonttype": "path",  # glyph outlines: no font needed in the browser (the default)
     "svg.hashsalt": "attention-book",  # stable ids: the file only changes with the drawing
 }
 
