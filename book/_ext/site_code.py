@@ -12,11 +12,12 @@
    ``<code class="literal"><span class="pre">torch.nn.functional.softmax</span></code>`` and
    site.css lets it wrap so that a phone needs no sideways scrolling; with ``overflow-wrap:
    anywhere`` the browser broke it anywhere, mid-word ("scal|ed_dot_product"), and in tables it
-   shrank columns to a few letters. Now every long ``span.pre`` (at least ``WBR_MIN_LENGTH``
-   characters) gets a ``<wbr>`` (a line-break opportunity, invisible and not copied) after each
-   ``.``, ``_``, ``(``, ``,`` and ``/``, and site.css uses ``overflow-wrap: break-word``, which
-   breaks inside a word only when that word alone is wider than the line. tests/test_site_code.py
-   checks both on the built site.
+   shrank columns to a few letters; and a browser breaks after any hyphen ("--|dtype", "-|inf").
+   Now every ``span.pre`` keeps Sphinx's ``white-space: nowrap`` (site.css), and a long one (at
+   least ``WBR_MIN_LENGTH`` characters) is split into several ``span.pre`` after each ``.``,
+   ``_``, ``(``, ``,`` and ``/`` and between the words of a CamelCase name, joined by ``<wbr>`` (a line-break opportunity, invisible and
+   not copied): the only places inline code can wrap, besides its spaces.
+   tests/test_chapter_pages.py checks both on the built site.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from docutils import nodes
 MARKER_LINE = re.compile(r"^[ \t]*# (BEGIN|END) SOLUTION[ \t]*$")
 WBR_MIN_LENGTH = 16
 _PRE_SPAN = re.compile(r'(<span class="pre">)([^<]*)(</span>)')
-_BREAK_AFTER = re.compile(r"([._(,/])(?=[^\s])")
+# after . _ ( , / (when more follows), and inside CamelCase names: Multi|Head|Attention|Wrapper
+_BREAK = re.compile(r"(?<=[._(,/])(?=\S)|(?<=[a-z])(?=[A-Z])")
 _INLINE_CODE = re.compile(r'<code class="docutils literal[^"]*">.*?</code>', re.S)
 
 
@@ -60,12 +62,13 @@ def hide_solution_markers(app, doctree) -> None:
 
 
 def break_points(html: str) -> str:
-    """Insert ``<wbr>`` into the long ``span.pre`` runs of inline code in ``html``."""
+    """Split the long ``span.pre`` runs of inline code in ``html`` at ``. _ ( , /`` and CamelCase."""
     def span(match):
         text = match.group(2)
-        if len(text) < WBR_MIN_LENGTH or "<wbr>" in text:
+        if len(text) < WBR_MIN_LENGTH:
             return match.group(0)
-        return match.group(1) + _BREAK_AFTER.sub(r"\1<wbr>", text) + match.group(3)
+        pieces = _BREAK.split(text)
+        return "<wbr>".join(match.group(1) + piece + match.group(3) for piece in pieces)
 
     return _INLINE_CODE.sub(lambda code: _PRE_SPAN.sub(span, code.group(0)), html)
 

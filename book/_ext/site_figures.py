@@ -15,6 +15,11 @@ Readers' own Jupyter, Colab and the notebook tests keep matplotlib's defaults.
 ``svg.hashsalt`` and no ``Date`` in the metadata make the SVG files the same on every build, so
 unchanged figures give unchanged files. tests/test_figures.py checks the result on the built site.
 
+Phone versions: an image ``book/images/NAME.svg`` with a sibling ``NAME-phone.svg`` (the landing
+page's diagram, drawn by tools/landing.py) is shown as a ``<picture>`` whose phone drawing
+replaces the wide one on screens narrower than ``PHONE_MAX_WIDTH``; the phone file is copied next
+to the wide one in ``_images/``.
+
 The execution cache (``execute_notebooks: cache``) keys on the notebooks' code, not on this
 profile: after changing ``KERNEL_CONFIG``, delete ``_build/.jupyter_cache`` (or touch the
 notebooks) so the figures are drawn again.
@@ -23,6 +28,8 @@ notebooks) so the figures are drawn again.
 from __future__ import annotations
 
 import os
+import re
+import shutil
 from pathlib import Path
 
 # matplotlib settings of the book build's kernels (InlineBackend.rc is applied when the inline
@@ -54,6 +61,45 @@ def _use_svg_kernels(app, config):
     os.environ["IPYTHONDIR"] = str(profile.parent)
 
 
+PHONE_MAX_WIDTH = 599.98  # px: phones; tablets and wider get the wide drawing
+_IMG = re.compile(r'<img\b[^>]*\bsrc="(?P<folder>[^"]*_images/)(?P<name>[\w.-]+)\.svg"[^>]*>')
+
+
+def phone_versions(srcdir) -> dict:
+    """``{NAME: path of NAME-phone.svg}`` for the images in book/images that have one."""
+    folder = Path(srcdir) / "book" / "images"
+    return {p.name[: -len("-phone.svg")]: p for p in sorted(folder.glob("*-phone.svg"))}
+
+
+def with_phone_sources(html: str, names) -> str:
+    """Wrap each ``<img src=".../_images/NAME.svg">`` whose NAME has a phone drawing in a picture."""
+    def wrap(match):
+        if match.group("name") not in names:
+            return match.group(0)
+        phone = f'{match.group("folder")}{match.group("name")}-phone.svg'
+        return (f'<picture><source media="(max-width: {PHONE_MAX_WIDTH}px)" srcset="{phone}">'
+                f"{match.group(0)}</picture>")
+
+    return _IMG.sub(wrap, html)
+
+
+def _phone_pictures(app, pagename, templatename, context, doctree):
+    body = context.get("body")
+    names = phone_versions(app.srcdir)
+    if names and isinstance(body, str) and "_images/" in body:
+        context["body"] = with_phone_sources(body, names)
+
+
+def _copy_phone_versions(app, exception):
+    if exception is not None or app.builder.format != "html":
+        return
+    for name, path in phone_versions(app.srcdir).items():
+        if (Path(app.outdir) / "_images" / f"{name}.svg").is_file():
+            shutil.copyfile(path, Path(app.outdir) / "_images" / path.name)
+
+
 def setup(app):
     app.connect("config-inited", _use_svg_kernels)
+    app.connect("html-page-context", _phone_pictures)
+    app.connect("build-finished", _copy_phone_versions)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
