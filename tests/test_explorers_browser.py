@@ -343,9 +343,9 @@ def test_playback_of_several_sentences_has_a_keyboard_sentence_selector(browser,
         server.__exit__(None, None, None)
 
 
-# How far the legend sits below the lowest heatmap shown: an empty band when large.
+# How far the legend sits below the lowest heatmap (or bar chart) shown: an empty band when large.
 GAP_BELOW_MAPS_JS = """(root) => {
-    const maps = [...root.querySelectorAll(".abx-map")].filter((m) => m.getClientRects().length);
+    const maps = [...root.querySelectorAll(".abx-map, .abx-bars")].filter((m) => m.getClientRects().length);
     const lowest = Math.max(...maps.map((m) => m.getBoundingClientRect().bottom));
     return root.querySelector(".abx-legend").getBoundingClientRect().top - lowest;
 }"""

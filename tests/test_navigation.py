@@ -80,11 +80,24 @@ def assert_usable(link, where: str):
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("width", list(WIDTHS))
-def test_chapter_list_toggle_opens_a_usable_panel(open_at, screenshot, width, scheme):
+def test_sidebar_toggles_open_usable_panels(open_at, screenshot, width, scheme):
+    """The page contents first (their links stay on the page), then the chapter list (its link
+    leaves for chapter 4)."""
     page = open_at(width, scheme)
     where = f"{width} px, {scheme}"
     assert page.evaluate("() => document.documentElement.dataset.theme") == scheme, \
         f"{where}: the page does not follow the system colour scheme"
+    check_page_contents(page, screenshot, width, scheme, where)
+    check_chapter_list(page, screenshot, width, scheme, where)
+    assert page.console_errors == [], page.console_errors
+
+
+def wait_dialog(page, kind: str, is_open: bool):
+    page.wait_for_function(f"() => document.getElementById('pst-{kind}-sidebar-modal').open === {str(is_open).lower()}",
+                           timeout=3000)
+
+
+def check_chapter_list(page, screenshot, width, scheme, where):
     toggle = visible_toggle(page, "primary")
     assert toggle is not None, f"{where}: no visible chapter-list toggle"
     link = page.locator(f'nav.bd-docs-nav a.reference[href$="{NEXT_CHAPTER}"]').first
@@ -93,36 +106,33 @@ def test_chapter_list_toggle_opens_a_usable_panel(open_at, screenshot, width, sc
         sidebar = page.locator("#pst-primary-sidebar")
         assert_usable(link, f"{where}, chapter list beside the article")
         toggle.click()
-        page.wait_for_timeout(400)  # the theme's slide-out transition
-        assert not on_screen(sidebar)["inView"] or not on_screen(link)["clickable"], \
-            f"{where}: the toggle did not hide the chapter list"
+        page.wait_for_function("(s) => s.getBoundingClientRect().right <= 0 || s.classList.contains('pst-sidebar-hidden')",
+                               arg=sidebar.element_handle(), timeout=3000)
+        page.wait_for_timeout(350)  # the theme's slide-out transition
+        assert not on_screen(link)["clickable"], f"{where}: the toggle did not hide the chapter list"
         toggle.click()
-        page.wait_for_timeout(400)
+        page.wait_for_timeout(350)
         assert_usable(link, f"{where}, chapter list shown again")
     else:
         assert not dialog_open(page, "primary") and not on_screen(link)["inView"]
         toggle.click()
-        page.wait_for_timeout(300)
-        assert dialog_open(page, "primary"), f"{where}: the toggle did not open the chapter list"
+        wait_dialog(page, "primary", True)
         assert_usable(link, f"{where}, chapter list panel")
         screenshot(page, f"nav-chapter-list-{width}-{scheme}", full_page=False)
         page.keyboard.press("Escape")
-        page.wait_for_timeout(200)
-        assert not dialog_open(page, "primary"), f"{where}: Escape did not close the chapter list"
-        assert not on_screen(link)["inView"], f"{where}: the chapter list stayed on screen after Escape"
+        wait_dialog(page, "primary", False)
+        gone = "(l) => { const b = l.getBoundingClientRect(); const x = b.left + 5, y = b.top + b.height / 2; " \
+               "const hit = document.elementFromPoint(x, y); return !(hit && l.contains(hit)); }"
+        page.wait_for_function(gone, arg=link.element_handle(), timeout=3000)
+        assert not on_screen(link)["clickable"], f"{where}: the chapter list stayed on screen after Escape"
         toggle.click()
-        page.wait_for_timeout(300)
+        wait_dialog(page, "primary", True)
     with page.expect_navigation():
         link.click()
     assert page.url.endswith(NEXT_CHAPTER), f"{where}: following the link went to {page.url}"
-    assert page.console_errors == [], page.console_errors
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-@pytest.mark.parametrize("width", list(WIDTHS))
-def test_page_contents_toggle_opens_a_usable_panel(open_at, screenshot, width, scheme):
-    page = open_at(width, scheme)
-    where = f"{width} px, {scheme}"
+def check_page_contents(page, screenshot, width, scheme, where):
     toggle = visible_toggle(page, "secondary")
     links = page.locator("#pst-page-toc-nav a.nav-link, .bd-toc-nav a.nav-link")
     assert links.count() >= 5, f"{where}: the page contents list has {links.count()} links"
@@ -132,25 +142,24 @@ def test_page_contents_toggle_opens_a_usable_panel(open_at, screenshot, width, s
     else:
         assert not dialog_open(page, "secondary")
         toggle.click()
-        page.wait_for_timeout(300)
-        assert dialog_open(page, "secondary"), f"{where}: the toggle did not open the page contents"
+        wait_dialog(page, "secondary", True)
         links = page.locator("#pst-secondary-sidebar-modal a.nav-link")
         screenshot(page, f"nav-page-contents-{width}-{scheme}", full_page=False)
         page.keyboard.press("Escape")
-        page.wait_for_timeout(200)
-        assert not dialog_open(page, "secondary"), f"{where}: Escape did not close the page contents"
+        wait_dialog(page, "secondary", False)
         toggle.click()
-        page.wait_for_timeout(300)
+        wait_dialog(page, "secondary", True)
     link = links.nth(3)
     assert_usable(link, f"{where}, page contents")
     target = link.get_attribute("href")
     assert target.startswith("#"), target
     link.click()
-    page.wait_for_timeout(500)
-    assert page.url.endswith(target), f"{where}: following {target} did not change the address ({page.url})"
+    page.wait_for_function("(hash) => location.hash === hash", arg=target, timeout=3000)
     if toggle is not None:
-        assert not dialog_open(page, "secondary"), f"{where}: the panel stayed open over the section"
+        wait_dialog(page, "secondary", False)  # the panel must not stay open over the section
+    page.wait_for_timeout(300)  # smooth scrolling
     heading = page.locator(f"[id='{target[1:]}'] > :is(h1, h2, h3)").first
     state = on_screen(heading)
     assert state["inView"] and state["clickable"], f"{where}: the section {target} is not shown ({state})"
-    assert page.console_errors == [], page.console_errors
+    # back to the top for the chapter list
+    page.evaluate("() => window.scrollTo(0, 0)")
