@@ -21,8 +21,11 @@ replaces the wide one on screens narrower than ``PHONE_MAX_WIDTH``; the phone fi
 to the wide one in ``_images/``.
 
 The execution cache (``execute_notebooks: cache``) keys on the notebooks' code, not on this
-profile: after changing ``KERNEL_CONFIG``, delete ``_build/.jupyter_cache`` (or touch the
-notebooks) so the figures are drawn again.
+profile, and Sphinx keeps the outputs of unchanged pages in its environment: a build whose cache
+was filled with other figure settings (PNG figures, say) would keep serving them. So the kernel
+configuration is also a Sphinx config value (``site_figures_kernel_config``, rebuild "env": when
+it changes, every page is read again) and the cache folder carries a stamp of it; a cache without
+the current stamp is emptied before the build executes anything.
 """
 
 from __future__ import annotations
@@ -52,7 +55,22 @@ def kernel_profile_dir(outdir) -> Path:
     return Path(outdir).parent / ".ipython-book"
 
 
+STAMP = "site_figures_kernel_config.txt"
+
+
+def _execution_cache_dir(app, config) -> Path:
+    # myst-nb: nb_execution_cache_path, else <outdir>/../.jupyter_cache (myst_nb/sphinx_ext.py)
+    configured = getattr(config, "nb_execution_cache_path", "") or ""
+    return Path(configured) if configured else Path(app.outdir).parent / ".jupyter_cache"
+
+
 def _use_svg_kernels(app, config):
+    cache = _execution_cache_dir(app, config)
+    stamp = cache / STAMP
+    if cache.is_dir() and (not stamp.is_file() or stamp.read_text() != KERNEL_CONFIG):
+        shutil.rmtree(cache)  # outputs drawn with other figure settings
+    cache.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(KERNEL_CONFIG)
     profile = kernel_profile_dir(app.outdir) / "profile_default"
     profile.mkdir(parents=True, exist_ok=True)
     path = profile / "ipython_kernel_config.py"
@@ -99,6 +117,8 @@ def _copy_phone_versions(app, exception):
 
 
 def setup(app):
+    # a change of the kernels' figure settings re-reads (and so re-executes) every page
+    app.add_config_value("site_figures_kernel_config", KERNEL_CONFIG, "env")
     app.connect("config-inited", _use_svg_kernels)
     app.connect("html-page-context", _phone_pictures)
     app.connect("build-finished", _copy_phone_versions)
