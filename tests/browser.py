@@ -69,8 +69,11 @@ def _is_local(url: str) -> bool:
     return url.startswith(("data:", "blob:", "about:")) or host in ("127.0.0.1", "localhost", "::1")
 
 
-def open_recorded_page(browser, url: str, mathjax_dir: Path, wait_for_math: bool = True):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+def open_recorded_page(browser, url: str, mathjax_dir: Path, wait_for_math: bool = True,
+                       viewport: Optional[dict] = None, color_scheme: str = "light"):
+    """A new page (own context) at ``url``: 1280x900 unless ``viewport`` is given, with the system
+    colour scheme ``color_scheme`` ("light" or "dark", what ``prefers-color-scheme`` reports)."""
+    context = browser.new_context(viewport=viewport or {"width": 1280, "height": 900}, color_scheme=color_scheme)
     page = context.new_page()
     page.console_errors = []
     page.external_requests = []
@@ -174,3 +177,130 @@ def axe_violations(page, impacts=("serious", "critical")) -> list:
             nodes: v.nodes.length, targets: v.nodes.slice(0, 3).map((n) => n.target.join(" ")) }));
     }""")
     return [v for v in results if v["impact"] in impacts]
+
+
+# --------------------------------------------------------------------------- colours and contrast
+
+# For every piece of text in the elements matching ``selector``: its WCAG contrast ratio against
+# what is really behind it (background colours composited up the tree, text colour blended by
+# its alpha and the opacity of its ancestors). Text over a background image (hatched explorer
+# cells) is reported with ratio null. Hidden text (visibility, display, zero size) is skipped.
+CONTRAST_JS = """(selector) => {
+    const parse = (c) => { const m = c.match(/[\\d.]+/g) || [0, 0, 0, 0];
+        return [+m[0], +m[1], +m[2], m.length > 3 ? +m[3] : 1]; };
+    const over = (top, bottom) => { const a = top[3];
+        return [0, 1, 2].map((i) => top[i] * a + bottom[i] * (1 - a)).concat([1]); };
+    const luminance = (c) => { const [r, g, b] = c.slice(0, 3).map((v) => { v /= 255;
+        return v <= 0.04045 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+    const background = (element) => {
+        const layers = [];
+        for (let e = element; e; e = e.parentElement) {
+            const style = getComputedStyle(e);
+            if (style.backgroundImage !== "none" && !style.backgroundImage.startsWith("url(")) return null;
+            const c = parse(style.backgroundColor);
+            if (c[3] > 0) layers.push(c);
+            if (c[3] >= 1) break;
+        }
+        let colour = [255, 255, 255, 1];
+        for (const layer of layers.reverse()) colour = over(layer, colour);
+        return colour;
+    };
+    const opacity = (element) => { let o = 1;
+        for (let e = element; e; e = e.parentElement) o *= parseFloat(getComputedStyle(e).opacity);
+        return o; };
+    const out = [];
+    for (const root of document.querySelectorAll(selector)) {
+        for (const e of [root, ...root.querySelectorAll("*")]) {
+            const own = [...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+            if (!own || !e.getClientRects().length) continue;
+            const style = getComputedStyle(e);
+            if (style.visibility === "hidden" || parseFloat(style.fontSize) === 0) continue;
+            const bg = background(e);
+            const text = (e.innerText || e.textContent).trim().slice(0, 40);
+            if (!bg) { out.push({ text, ratio: null }); continue; }
+            const fg = parse(style.color);
+            const shown = over([fg[0], fg[1], fg[2], fg[3] * opacity(e)], bg);
+            const [l1, l2] = [luminance(shown), luminance(bg)].sort((a, b) => b - a);
+            out.push({ text, ratio: (l1 + 0.05) / (l2 + 0.05), background: luminance(bg),
+                       colour: style.color, where: e.tagName.toLowerCase() + "." + [...e.classList].join(".") });
+        }
+    }
+    return out;
+}"""
+
+
+def text_contrast(page, selector: str) -> list:
+    """``[{text, ratio, background (luminance), colour, where}]`` for the text under ``selector``."""
+    return page.evaluate(CONTRAST_JS, selector)
+
+
+def page_background_luminance(page) -> float:
+    return page.evaluate("""() => { const c = getComputedStyle(document.body).backgroundColor
+        .match(/[\\d.]+/g).map(Number); const [r, g, b] = c.slice(0, 3).map((v) => { v /= 255;
+        return v <= 0.04045 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b; }""")
+
+
+# --------------------------------------------------------------------------- figures
+
+# For every figure (<img>) shown in the article: its file type, natural and rendered width, and
+# for an SVG the smallest font size a reader sees, in CSS px. matplotlib's SVG draws each glyph
+# as a <use> of an outline on a 100-unit em (svg.fonttype "path"), so a glyph's rendered font
+# size is 100 x the scale of its screen transform (radicals and big delimiters, drawn from the
+# STIXSize* fonts at a size fitted to their content, are not counted); <text> elements (svg.fonttype "none", other
+# tools) count with their computed font size times their scale. The file is laid out inline,
+# off screen, at the size the <img> has, and measured there.
+FIGURE_FONTS_JS = """async (selector) => {
+    const out = [];
+    for (const img of document.querySelectorAll(selector || "main article img")) {
+        const box = img.getBoundingClientRect();
+        if (!box.width || !img.complete) continue;
+        const src = img.currentSrc || img.src;
+        const figure = img.closest("figure");
+        const item = { src: img.getAttribute("src"), naturalWidth: img.naturalWidth, width: box.width,
+                       svg: /\\.svg([?#]|$)/i.test(src) || src.startsWith("data:image/svg"),
+                       minFontPx: null, glyphs: 0, smallest: null,
+                       caption: figure && figure.querySelector("figcaption")
+                           ? figure.querySelector("figcaption").innerText.trim().slice(0, 80) : "" };
+        if (item.svg) {
+            const text = await (await fetch(src)).text();
+            const holder = document.createElement("div");
+            holder.style.cssText = "position:absolute;left:-100000px;top:0;";
+            holder.innerHTML = text.slice(text.indexOf("<svg"));
+            const svg = holder.querySelector("svg");
+            svg.style.width = box.width + "px";
+            svg.style.height = box.height + "px";
+            document.body.append(holder);
+            let min = Infinity, smallest = null;
+            const scaleOf = (node) => { const m = node.getScreenCTM();
+                return Math.sqrt(m.a * m.a + m.b * m.b); };
+            for (const use of svg.querySelectorAll("use")) {
+                const ref = use.getAttribute("xlink:href") || use.getAttribute("href") || "";
+                const target = ref.startsWith("#") && svg.querySelector(`[id="${ref.slice(1)}"]`);
+                // glyph outlines live in <defs> as <path id="DejaVuSans-30">; markers are ids "m0123...".
+                // STIXSize* fonts hold mathtext's radicals and big delimiters, drawn at a size
+                // chosen to enclose their content (a larger glyph on a smaller em): not text size.
+                if (!target || /^#m[0-9a-f]{6,}$/.test(ref) || !/-/.test(ref) || /^#STIXSize/.test(ref)) continue;
+                const size = 100 * scaleOf(use);
+                item.glyphs += 1;
+                if (size < min) { min = size; smallest = ref.slice(1); }
+            }
+            for (const node of svg.querySelectorAll("text, tspan")) {
+                if (!node.textContent.trim() || node.querySelector("tspan")) continue;
+                const size = parseFloat(getComputedStyle(node).fontSize) * scaleOf(node);
+                item.glyphs += 1;
+                if (size < min) { min = size; smallest = node.textContent.trim().slice(0, 20); }
+            }
+            holder.remove();
+            if (item.glyphs) { item.minFontPx = min; item.smallest = smallest; }
+        }
+        out.push(item);
+    }
+    return out;
+}"""
+
+
+def figure_fonts(page, selector: str = "main article img") -> list:
+    """``[{src, svg, naturalWidth, width, minFontPx, glyphs, smallest, caption}]`` of the figures shown."""
+    return page.evaluate(FIGURE_FONTS_JS, selector)

@@ -52,8 +52,9 @@ def test_renumbering_follows_page_order():
 
     env = Env()
     assert load_extension().renumber_exercises(None, env) == ["notebooks/03_x"]
+    # figures are numbered per chapter too ("Fig. 3.1"; tests/test_figures.py checks the site)
     assert env.toc_fignumbers["notebooks/03_x"] == {"exercise": {"ex-03-a": (3, 1), "ex-03-b": (3, 2)},
-                                                    "figure": {"f": (4,)}}
+                                                    "figure": {"f": (3, 1)}}
     assert env.toc_fignumbers["book/index"] == {"exercise": {"ex-99": (1,)}}  # not a chapter: untouched
 
 

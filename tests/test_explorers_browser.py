@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 
 import pytest
 import torch
@@ -342,7 +343,16 @@ def test_playback_of_several_sentences_has_a_keyboard_sentence_selector(browser,
         server.__exit__(None, None, None)
 
 
-def test_heads_explorer_is_compact_and_keeps_its_height_with_12_heads(browser, mathjax_dir, tmp_path):
+# How far the legend sits below the lowest heatmap (or bar chart) shown: an empty band when large.
+GAP_BELOW_MAPS_JS = """(root) => {
+    const maps = [...root.querySelectorAll(".abx-map, .abx-bars")].filter((m) => m.getClientRects().length);
+    const lowest = Math.max(...maps.map((m) => m.getBoundingClientRect().bottom));
+    return root.querySelector(".abx-legend").getBoundingClientRect().top - lowest;
+}"""
+MAX_GAP_PX = 24  # the legend's own margin and the maps' gap
+
+
+def test_heads_explorer_is_compact_with_12_heads_and_leaves_no_gap(browser, mathjax_dir, tmp_path):
     tokens, x = journey_inputs()
     generator = torch.Generator().manual_seed(3)
     W_query, W_key = torch.randn(3, 12, generator=generator), torch.randn(3, 12, generator=generator)
@@ -354,7 +364,6 @@ def test_heads_explorer_is_compact_and_keeps_its_height_with_12_heads(browser, m
         height = root.bounding_box()["height"]
         assert height < 700, f"12 heads take {height:.0f} px (the goal: well under the old ~1,100 px)"
         assert page.locator(".abx-config.abx-shown table.abx-compact").count() == 12
-        heights = []
         for position, num_heads in enumerate(divisors(12)):
             key_to(page, "heads", "num_heads", position)
             drawn = drawn_weights(page, "heads")
@@ -364,12 +373,70 @@ def test_heads_explorer_is_compact_and_keeps_its_height_with_12_heads(browser, m
                 q, k = x.double() @ W_query.double()[:, cols], x.double() @ W_key.double()[:, cols]
                 expected = torch.softmax(q @ k.T / math.sqrt(head_dim), dim=-1)
                 assert torch.allclose(drawn[head], expected, atol=ATOL, rtol=0), (num_heads, head)
-            heights.append(root.bounding_box()["height"])
-        assert max(heights) - min(heights) < 1, f"the explorer's height changes with the heads: {heights}"
+            gap = root.evaluate(GAP_BELOW_MAPS_JS)
+            assert gap < MAX_GAP_PX, f"{num_heads} heads: an empty band of {gap:.0f} px below the maps"
         assert_clean(page)
     finally:
         page.context.close()
         server.__exit__(None, None, None)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width", [390, 800, 1280])
+def test_explorers_work_and_fit_the_screen_at_every_width(browser, site_url, mathjax_dir, screenshot, width, scheme):
+    """A reader on a phone, a tablet or a laptop, with the system light or dark, moves each
+    explorer's main slider: the heatmap changes, every column (the max / entropy / row-sum side
+    columns included) stays on screen without scrolling the explorer sideways, and no explorer
+    leaves an empty band below its maps."""
+    from browser import open_recorded_page
+
+    page = open_recorded_page(browser, f"{site_url}/{PAGE}", mathjax_dir, wait_for_math=False,
+                              viewport={"width": width, "height": 900}, color_scheme=scheme)
+    try:
+        for kind in MAIN_SLIDERS:
+            page.wait_for_selector(f'[data-explorer="{kind}"] td.abx-cell[data-weight]', timeout=10_000)
+        assert page.evaluate("() => document.documentElement.dataset.theme") == scheme
+        for kind, (name, _) in MAIN_SLIDERS.items():
+            slider = control(page, kind, name)
+            slider.scroll_into_view_if_needed()
+            before = heatmap_signature(page, kind)
+            slider.focus()
+            page.keyboard.press("End" if int(slider.input_value()) == int(slider.get_attribute("min")) else "Home")
+            assert heatmap_signature(page, kind) != before, f"{width} px, {scheme}: moving {name} changed nothing"
+        report = page.evaluate("""() => [...document.querySelectorAll('.abx[data-explorer]')].map((root) => {
+            const right = root.getBoundingClientRect().right;
+            const cells = [...root.querySelectorAll('td, th, .abx-bar-value')].filter((c) => c.getClientRects().length);
+            return { kind: root.dataset.explorer, scrolls: root.scrollWidth - root.clientWidth,
+                     offScreen: cells.filter((c) => c.getBoundingClientRect().right > right + 0.5)
+                         .map((c) => c.textContent.trim()).slice(0, 5) };
+        })""")
+        for item in report:
+            assert item["scrolls"] <= 1 and not item["offScreen"], f"{width} px, {scheme}: {item}"
+        for kind in ("dk", "heads", "mask"):
+            gap = page.locator(f'[data-explorer="{kind}"]').evaluate(GAP_BELOW_MAPS_JS)
+            assert gap < MAX_GAP_PX, f"{width} px, {scheme}, {kind} explorer: an empty band of {gap:.0f} px"
+        if width == 390:
+            page.locator('[data-explorer="mask"]').scroll_into_view_if_needed()
+            screenshot(page, f"explorer-mask-390-{scheme}", full_page=False)
+        assert_clean(page)
+    finally:
+        page.context.close()
+
+
+def test_explorer_labels_typeset_subscripts(explorers_page):
+    """d_k, d_out in titles, labels and status lines read as d<sub>k</sub>, as in the prose."""
+    page = explorers_page
+    dk = page.locator('[data-explorer="dk"]')
+    label = dk.locator('label[for]').first
+    assert label.evaluate("(l) => l.innerHTML") == "d<sub>k</sub>"
+    assert dk.locator(".abx-title sub").first.inner_text() == "k"
+    assert dk.locator(".abx-status sub").first.inner_text() == "k"
+    heads_status = page.locator('[data-explorer="heads"] .abx-status')
+    assert heads_status.locator("sub").first.inner_text() == "out"
+    raw = page.evaluate("() => [...document.querySelectorAll('.abx')].map((e) => e.innerText).join(' ')")
+    assert not re.search(r"(?<![A-Za-z0-9_])[A-Za-z]_[A-Za-z0-9]+", raw.replace("head_dim", "")), \
+        "an explorer still shows a raw x_y subscript"
+    assert_clean(page)
 
 
 def test_keyboard_reaches_every_control_with_a_visible_focus(explorers_page):

@@ -2,12 +2,19 @@
 
     python tools/landing.py             # print each chapter's estimated time
     python tools/landing.py --figure    # also redraw book/images/attention-computation.svg
+                                        # and its phone version attention-computation-phone.svg
     python tools/landing.py --write     # and write the times into book/index.md's chapter map
 
 Time estimate per chapter, from the notebook itself (a rule of thumb, not a measurement of
 readers): prose at 150 words per minute (technical reading, with the formulas), one minute per
 code cell (read it, run it, look at the output), ten minutes per exercise; rounded up to 5 minutes.
 tests/test_site.py checks that book/index.md states these times.
+
+The figure comes in two drawings of the same computation: the wide one (the chapters' diagram,
+drawn 10.6 inches wide so its smallest labels stay at least 9 px in the 672 px text column at
+1280 px) and a portrait one for phones (``-phone.svg``, 4.2 inches wide: at least 9 px on a 390 px
+screen). The site shows the phone drawing on screens narrower than 600 px
+(book/_ext/site_figures.py, ``<picture>``); tests/test_figures.py measures both.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURE = ROOT / "book" / "images" / "attention-computation.svg"
+PHONE_FIGURE = FIGURE.with_name(FIGURE.stem + "-phone.svg")
 INDEX = ROOT / "book" / "index.md"
 WORDS_PER_MINUTE = 150
 MINUTES_PER_CODE_CELL = 1
@@ -47,21 +55,80 @@ def chapters():
     return chapter_notebooks()
 
 
-def draw_figure(path: Path = FIGURE) -> Path:
+def _save(figure, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(figure)
+    return path
+
+
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    plt.rcParams["svg.hashsalt"] = "attention-book"  # stable ids: the file only changes with the drawing
+    return plt
+
+
+def draw_figure(path: Path = FIGURE) -> Path:
+    plt = _pyplot()
     from attention_book.diagram import computation_diagram
 
-    plt.rcParams["svg.hashsalt"] = "attention-book"  # stable ids: the file only changes with the drawing
-    figure = computation_diagram()
-    figure = getattr(figure, "figure", figure)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, format="svg", bbox_inches="tight", metadata={"Date": None})
-    plt.close(figure)
-    return path
+    figure, ax = plt.subplots(figsize=(10.6, 2.8))  # as in the chapters: labels >= 9 px at 1280 px
+    computation_diagram(ax=ax)
+    return _save(figure, path)
+
+
+# The phone drawing: the same boxes, top to bottom. name -> (x, y, label, shape label)
+PHONE_BOXES = {
+    "x": (2.2, 9.0, "$x$", "(T, d_in)"),
+    "W_q": (0.8, 7.6, "$W_q$", "(d_in, d_k)"), "W_k": (2.2, 7.6, "$W_k$", "(d_in, d_k)"),
+    "W_v": (3.6, 7.6, "$W_v$", "(d_in, d_v)"),
+    "Q": (0.8, 6.2, "$Q$", "(T, d_k)"), "K": (2.2, 6.2, "$K$", "(T, d_k)"), "V": (3.6, 6.2, "$V$", "(T, d_v)"),
+    "scores": (1.5, 4.8, "$Q K^\\top$", "(T, T)"),
+    "scale": (1.5, 3.6, "$\\div\\sqrt{d_k}$", "(T, T)"),
+    "softmax": (1.5, 2.4, "softmax", "rows sum to 1"),
+    "matmul": (1.5, 1.2, "$@\\ V$", "(T, T) @ (T, d_v)"),
+    "Z": (1.5, 0.0, "$Z$", "(T, d_v)"),
+}
+PHONE_ARROWS = [("x", "W_q"), ("x", "W_k"), ("x", "W_v"), ("W_q", "Q"), ("W_k", "K"), ("W_v", "V"),
+                ("Q", "scores"), ("K", "scores"), ("scores", "scale"), ("scale", "softmax"),
+                ("softmax", "matmul"), ("V", "matmul"), ("matmul", "Z")]
+
+
+def draw_phone_figure(path: Path = PHONE_FIGURE) -> Path:
+    """The computation top to bottom, narrow enough for a phone, in the chapters' colours."""
+    plt = _pyplot()
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+    from attention_book.diagram import EDGE, PLAIN_FACE
+
+    width, height = 1.15, 0.62  # box size in data units
+    figure, ax = plt.subplots(figsize=(4.2, 8.4))
+    ax.set_xlim(0.0, 4.4)
+    ax.set_ylim(-0.75, 9.45)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    for start, end in PHONE_ARROWS:
+        (x0, y0), (x1, y1) = PHONE_BOXES[start][:2], PHONE_BOXES[end][:2]
+        if start == "V":  # from below V into the right side of "@ V"
+            tail, head = (x0, y0 - height / 2 - 0.35), (x1 + width / 2, y1)
+        else:  # from below a box's shape label to the top edge of the next box
+            tail, head = (x0, y0 - height / 2 - 0.35), (x1, y1 + height / 2)
+        ax.add_patch(FancyArrowPatch(tail, head, arrowstyle="-|>", mutation_scale=12, color="#555555",
+                                     lw=1.2, shrinkA=2, shrinkB=2, zorder=1))
+    for x, y, label, shape in PHONE_BOXES.values():
+        ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height,
+                                    boxstyle="round,pad=0.02,rounding_size=0.08", facecolor=PLAIN_FACE,
+                                    edgecolor=EDGE, lw=0.9, zorder=2))
+        ax.text(x, y + 0.02, label, ha="center", va="center", fontsize=13 if label.startswith("$") else 11,
+                zorder=3)
+        ax.text(x, y - height / 2 - 0.06, shape, ha="center", va="top", fontsize=9, color="#222222", zorder=3)
+    return _save(figure, path)
 
 
 def write_times(index: Path = INDEX) -> int:
@@ -83,6 +150,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.figure:
         print(f"wrote {draw_figure()}")
+        print(f"wrote {draw_phone_figure()}")
     if args.write:
         print(f"updated {write_times()} rows of {INDEX.relative_to(ROOT)}")
     for path in chapters():

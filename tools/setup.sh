@@ -10,7 +10,8 @@ VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 # On a machine without a GPU, install the CPU build of torch first so that the
 # `torch>=2.5` range in requirements.txt is already satisfied (no multi-GB CUDA wheel).
-TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+TORCH_SPEC_DEFAULT="torch==2.13.0"  # the torch pin of requirements-lock.txt (tests/test_lock.py)
+TORCH_SPEC=${TORCH_SPEC:-$TORCH_SPEC_DEFAULT}
 
 if [ ! -x "$VENV/bin/python" ]; then
   echo "[setup] creating virtual environment $VENV"
@@ -19,14 +20,23 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 
 stamp="$VENV/.attention-book-installed"
-inputs="requirements.txt requirements-dev.txt pyproject.toml"
+inputs="requirements.txt requirements-dev.txt requirements-lock.txt pyproject.toml"
+# Build and test dependencies are locked (tools/lock.sh writes the lock; CONTRIBUTING.md,
+# "Dependencies"): the same versions on every machine, so the site looks and works the same.
+LOCK=requirements-lock.txt
+if [ "$TORCH_SPEC" != "$TORCH_SPEC_DEFAULT" ]; then
+  # another torch on purpose (TORCH_SPEC=...): lock everything else
+  mkdir -p "$VENV"
+  grep -v -i '^torch==' requirements-lock.txt > "$VENV/.lock-without-torch.txt"
+  LOCK="$VENV/.lock-without-torch.txt"
+fi
 if [ ! -f "$stamp" ] || [ -n "$(find $inputs -newer "$stamp" 2>/dev/null)" ]; then
   if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
     echo "[setup] installing $TORCH_SPEC"
     "$VENV/bin/python" -m pip install -q "$TORCH_SPEC"
   fi
-  echo "[setup] installing requirements-dev.txt"
-  "$VENV/bin/python" -m pip install -q -r requirements-dev.txt
+  echo "[setup] installing requirements-dev.txt (versions from $LOCK)"
+  "$VENV/bin/python" -m pip install -q -c "$LOCK" -r requirements-dev.txt
   "$VENV/bin/python" -m ipykernel install --sys-prefix --name python3 >/dev/null
   touch "$stamp"
 fi

@@ -1,4 +1,4 @@
-"""Chapter-numbered exercises on the site: "Exercise 3.2" is the second exercise of chapter 3.
+"""Chapter-numbered exercises and figures: "Exercise 3.2" and "Fig. 3.2" belong to chapter 3.
 
 sphinx-exercise numbers exercises with Sphinx's numfig counter, which runs through the whole book
 ("Exercise 9" in chapter 3) unless the table of contents is numbered (and then every chapter title
@@ -12,6 +12,11 @@ the notebook's file name (``notebooks/03_softmax_and_scaling`` -> 3) and ``n`` c
 exercises in document order. Titles ("Exercise 3.2 (Title)") and ``{ref}`` / ``{numref}`` links
 read these numbers, so all of them agree. Pages whose name starts with no number keep Sphinx's
 numbers. tests/test_exercise_numbering.py checks the built site against the release.
+
+Figures get the same treatment (``NUMBERED_KINDS``): Sphinx numbered them through the whole book
+("Fig. 44" in chapter 8); now the captions and ``{numref}`` links read "Fig. 8.3", the third
+figure of chapter 8 (tests/test_figures.py). The landing page and the other pages without a
+chapter number keep Sphinx's numbers.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import re
 
 CHAPTER_RE = re.compile(r"^(\d+)[_-]")
+NUMBERED_KINDS = ("exercise", "figure")  # Sphinx's numfig kinds renumbered per chapter
 
 
 def chapter_number(docname: str):
@@ -28,18 +34,22 @@ def chapter_number(docname: str):
 
 
 def renumber_exercises(app, env):
-    """Give each chapter page's exercises the numbers (chapter, 1), (chapter, 2), ..."""
+    """Give each chapter page's exercises and figures the numbers (chapter, 1), (chapter, 2), ..."""
     changed = []
     for docname, fignumbers in env.toc_fignumbers.items():
-        exercises = fignumbers.get("exercise")
         chapter = chapter_number(docname)
-        if not exercises or chapter is None:
+        if chapter is None:
             continue
-        in_page_order = sorted(exercises, key=exercises.get)  # Sphinx counted in document order
-        numbers = {node_id: (chapter, index + 1) for index, node_id in enumerate(in_page_order)}
-        if numbers != exercises:
-            fignumbers["exercise"] = numbers
-            changed.append(docname)
+        for kind in NUMBERED_KINDS:
+            numbered = fignumbers.get(kind)
+            if not numbered:
+                continue
+            in_page_order = sorted(numbered, key=numbered.get)  # Sphinx counted in document order
+            numbers = {node_id: (chapter, index + 1) for index, node_id in enumerate(in_page_order)}
+            if numbers != numbered:
+                fignumbers[kind] = numbers
+                if docname not in changed:
+                    changed.append(docname)
     return changed
 
 

@@ -22,10 +22,14 @@ def heatmap(
     vmin=None,
     vmax=None,
     colorbar: bool = True,
+    annotation_fontsize: float = 10,
 ):
     """Draw a 2-D tensor as a labelled heatmap with the numbers written in each cell.
 
     ``values`` may be a tensor (any device, with or without grad) or a nested list.
+    The numbers in the cells are ``annotation_fontsize`` points, as large as the tick labels
+    (10 pt): on the book's site a figure is shrunk to fit the text column, and 10-pt text stays
+    at least 9 px tall when the figure is at most about 10 inches wide (tests/test_figures.py).
     Returns the matplotlib ``Axes`` so callers can add to it.
     """
     data = torch.as_tensor(values).detach().cpu().float()
@@ -51,7 +55,8 @@ def heatmap(
                 # dark text on light cells, light text on dark cells (perceived luminance)
                 red, green, blue, _ = image.cmap(image.norm(value))
                 color = "white" if 0.299 * red + 0.587 * green + 0.114 * blue < 0.5 else "black"
-                ax.text(j, i, fmt.format(value), ha="center", va="center", color=color, fontsize=8)
+                ax.text(j, i, fmt.format(value), ha="center", va="center", color=color,
+                        fontsize=annotation_fontsize)
     if colorbar:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     return ax

@@ -73,6 +73,28 @@ function h(tag, attrs = {}, children = []) {
   return node;
 }
 
+// "d_k" -> d<sub>k</sub>: a single letter, an underscore and a subscript, as in the book's math
+// (d_k, d_out, W_q); names such as head_dim stay as they are. Returns nodes for append().
+const SUBSCRIPTED = /(^|[^A-Za-z0-9_])([A-Za-z])_([A-Za-z0-9]+)(?![A-Za-z0-9_])/g;
+function typeset(text) {
+  const nodes = [];
+  let last = 0;
+  for (const match of String(text).matchAll(SUBSCRIPTED)) {
+    const start = match.index + match[1].length;
+    nodes.push(String(text).slice(last, start) + match[2], h("sub", { text: match[3] }));
+    last = match.index + match[0].length;
+  }
+  nodes.push(String(text).slice(last));
+  return nodes;
+}
+
+function setText(element, text) {
+  // textContent with subscripts typeset; nothing changes when the text is the same
+  if (element.abxText === text) return;
+  element.abxText = text;
+  element.replaceChildren(...typeset(text));
+}
+
 function viridis(value) {
   const v = Math.min(1, Math.max(0, value)) * (VIRIDIS.length - 1);
   const i = Math.min(VIRIDIS.length - 2, Math.floor(v));
@@ -114,12 +136,12 @@ function slider(parent, { label, min, max, value, describe, onInput, name }) {
   const set = (v) => {
     input.value = String(v);
     const text = describe(v);
-    output.textContent = text;
+    setText(output, text);
     input.setAttribute("aria-valuetext", text);
   };
   stopKeys(input);
   input.addEventListener("input", () => onInput(Number(input.value)));
-  parent.append(h("div", { class: "abx-control" }, [h("label", { for: id, text: label }), input, output]));
+  parent.append(h("div", { class: "abx-control" }, [h("label", { for: id }, typeset(label)), input, output]));
   set(value);
   return { input, set };
 }
@@ -130,7 +152,7 @@ function checkbox(parent, { label, checked, onChange, name }) {
   input.checked = Boolean(checked);
   stopKeys(input);
   input.addEventListener("change", () => onChange(input.checked));
-  parent.append(h("div", { class: "abx-control" }, [input, h("label", { for: id, text: label })]));
+  parent.append(h("div", { class: "abx-control" }, [input, h("label", { for: id }, typeset(label))]));
   return { input, set: (v) => { input.checked = Boolean(v); } };
 }
 
@@ -210,7 +232,7 @@ function listen(model, names, callback) {
 
 function frame(root, model, fallbackTitle) {
   const title = model.get("title") || fallbackTitle;
-  root.append(h("div", { class: "abx-title", text: title }));
+  root.append(h("div", { class: "abx-title" }, typeset(title)));
   const controls = h("div", { class: "abx-controls" });
   const status = h("div", { class: "abx-status", "aria-live": "polite" });
   const maps = h("div", { class: "abx-maps" });
@@ -253,9 +275,9 @@ function dkExplorer(root, model) {
     dkSlider.set(dk);
     scaledBox.set(scaled);
     const meanEntropy = weights.reduce((acc, row) => acc + entropy(row), 0) / weights.length;
-    status.textContent = "d_k = " + dk + ", scores \u00D7 " + fmt(scale, 4) +
+    setText(status, "d_k = " + dk + ", scores \u00D7 " + fmt(scale, 4) +
       (scaled ? " (1/\u221A" + dk + ")" : " (unscaled)") + "; mean row entropy " + fmt(meanEntropy, 3) +
-      " nats (uniform: " + fmt(Math.log(tokens.length), 3) + ")";
+      " nats (uniform: " + fmt(Math.log(tokens.length), 3) + ")");
   }
   draw();
   return listen(model, ["d_k", "scaled"], draw);
@@ -279,9 +301,9 @@ function headsExplorer(root, model) {
     name: "causal", label: "causal mask", checked: model.get("causal"),
     onChange: (v) => { model.set("causal", v); model.save_changes(); },
   });
-  // Every layout (1, 2, 4, ... heads) is built once and stacked in one grid cell; only the one
-  // shown is visible. The stack is as tall as its tallest layout, so changing the number of heads
-  // changes visibility only: no layout work, and the rest of the page never moves.
+  // Every layout (1, 2, 4, ... heads) is built once; only the one shown is displayed, so the
+  // explorer is as tall as the layout it shows (no empty band below a short layout). Changing
+  // the number of heads switches which prebuilt layout is displayed: no DOM is created.
   const COMPACT_ABOVE = 4; // more heads than this: compact maps (colour only), several per row
   maps.classList.add("abx-stack");
   const layouts = {};
@@ -315,9 +337,9 @@ function headsExplorer(root, model) {
     });
     headsSlider.set(Math.max(0, options.indexOf(numHeads)));
     causalBox.set(causal);
-    status.textContent = numHeads + (numHeads === 1 ? " head" : " heads") + " of head_dim " + headDim +
+    setText(status, numHeads + (numHeads === 1 ? " head" : " heads") + " of head_dim " + headDim +
       " (d_out = " + dOut + "), each scaled by 1/\u221A" + headDim + (causal ? ", causal mask on" : "") +
-      (numHeads > COMPACT_ABOVE ? "; columns numbered as the rows, hover a cell for its weight" : "");
+      (numHeads > COMPACT_ABOVE ? "; columns numbered as the rows, hover a cell for its weight" : ""));
   }
   draw();
   return listen(model, ["num_heads", "causal"], draw);
