@@ -141,8 +141,8 @@ def temperature_negative(ns):
             continue
         except ZeroDivisionError:
             pass
-        raise Hint(f"temperature={temperature} must raise ValueError, not only 0: test "
-                   "`if temperature <= 0: raise ValueError(...)`")
+        raise Hint(f"temperature={temperature} must raise ValueError, not only 0: check that the "
+                   "temperature is positive before dividing by it")
 
 
 @hidden_test("ex-03-temperature", "a (B, T_q, T_k) batch normalised over the last dimension")

@@ -188,7 +188,7 @@ def _reference_padded_softmax(scores, key_padding_mask):
     return weights.masked_fill(fully_padded, 0.0)
 
 
-@register("ex-06-padding", "Hide padded keys without NaN")
+@register("ex-06-padding", "Hide the padding without NaN")
 def padding(padded_softmax):
     generator = torch.Generator().manual_seed(60)
     B, T_q, T_kv = 2, 3, 5
