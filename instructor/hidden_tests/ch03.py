@@ -168,7 +168,7 @@ def temperature_no_mutation(ns):
     softmax_with_temperature(scores, 3.0)
     if not torch.equal(scores, before):
         raise Hint(IN_PLACE.format(what="scores").replace("`shifted = scores - ...`",
-                                                          "`scaled = scores / temperature`"))
+                                                          "`scaled = scores / ...`"))
 
 
 # ---------------------------------------------------------------- ex-03-attend

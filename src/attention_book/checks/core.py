@@ -155,14 +155,19 @@ class Verdict:
         hints = dict(self.failed)
         names = [n for n in self.order if n in hints or n in self.passed]
         names += [n for n in self.passed + [n for n, _ in self.failed] if n not in names]
-        out, seen = [], set()
+        out: List[Tuple[str, str, str]] = []
+        seen: List[str] = []
         for name in names:
             if name in self.pending:
                 out.append(("WAIT", name, GUARD_HINT))
             elif name in hints:
                 hint = hints[name]
-                out.append(("FAIL", name, SAME_HINT if hint in seen else hint))
-                seen.add(hint)
+                earlier = next((h for h in seen if hint.startswith(h)), None)
+                if earlier is not None:  # the same words again, perhaps with an addition
+                    hint = SAME_HINT + hint[len(earlier):]
+                else:
+                    seen.append(hint)
+                out.append(("FAIL", name, hint))
             else:
                 out.append(("PASS", name, ""))
         return out

@@ -73,7 +73,7 @@ def test_lines(results: Optional[List[dict]], tests, reason: str = "") -> List[T
             by_name.setdefault(entry["name"], entry)
     values_right = any(by_name.get(t.name, {}).get("passed") is True for t in tests if not t.guard)
     lines: List[Tuple[str, str, str]] = []
-    seen = set()
+    seen: List[str] = []
     for test in tests:
         entry = by_name.get(test.name)
         if entry is None:
@@ -89,8 +89,10 @@ def test_lines(results: Optional[List[dict]], tests, reason: str = "") -> List[T
             if hint.startswith(VALUES_FIRST):
                 lines.append(("WAIT", test.name, hint))
             else:
-                lines.append(("FAIL", test.name, SAME if hint in seen else hint))
-                seen.add(hint)
+                earlier = next((h for h in seen if hint.startswith(h)), None)
+                if earlier is None:
+                    seen.append(hint)
+                lines.append(("FAIL", test.name, hint if earlier is None else SAME + hint[len(earlier):]))
     return lines
 
 

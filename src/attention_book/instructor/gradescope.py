@@ -59,7 +59,13 @@ python3 -m venv "$ROOT/venv"
   || "$ROOT/venv/bin/python" -m pip install -q "torch==@TORCH@"
 "$ROOT/venv/bin/python" -m pip install -q "$SOURCE/course[grade]"
 "$ROOT/venv/bin/python" -m ipykernel install --sys-prefix --name python3 >/dev/null
-if [ -d "$SOURCE/tiktoken-cache" ]; then export TIKTOKEN_CACHE_DIR="$SOURCE/tiktoken-cache"; fi
+# GPT-2's tokenizer files (chapter 1): outside source/, which only root may read, for the sandbox's user
+export TIKTOKEN_CACHE_DIR="$ROOT/tiktoken-cache"
+mkdir -p "$TIKTOKEN_CACHE_DIR"
+if [ -d "$SOURCE/tiktoken-cache" ]; then cp "$SOURCE"/tiktoken-cache/* "$TIKTOKEN_CACHE_DIR"/; fi
+"$ROOT/venv/bin/python" -c "import tiktoken; tiktoken.get_encoding('gpt2')" >/dev/null \
+  || echo "note: tiktoken's GPT-2 files could not be fetched (only chapter 1 needs them)"
+chmod -R a+rX "$TIKTOKEN_CACHE_DIR"
 # the chapter's reference values, computed once here instead of for every submission
 "$ROOT/venv/bin/python" -m attention_book.instructor.gradescope prepare --source "$SOURCE" \
   || echo "note: the reference values will be computed for each submission"
@@ -73,8 +79,8 @@ set -u
 ROOT="${AUTOGRADER_ROOT:-/autograder}"
 PYTHON="${AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}"
 mkdir -p "$ROOT/results"
-if [ -d "$ROOT/source/tiktoken-cache" ] && [ -z "${TIKTOKEN_CACHE_DIR:-}" ]; then
-  export TIKTOKEN_CACHE_DIR="$ROOT/source/tiktoken-cache"
+if [ -d "$ROOT/tiktoken-cache" ] && [ -z "${TIKTOKEN_CACHE_DIR:-}" ]; then
+  export TIKTOKEN_CACHE_DIR="$ROOT/tiktoken-cache"  # written by setup.sh
 fi
 "$PYTHON" -m attention_book.instructor.gradescope run --source "$ROOT/source" \
   --submission "$ROOT/submission" --results "$ROOT/results/results.json"
