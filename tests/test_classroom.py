@@ -550,3 +550,18 @@ def test_make_lab_serves_the_right_notebooks(target, marker, tmp_path):
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait(timeout=30)
+
+
+def test_the_manual_template_reads_back_names_a_spreadsheet_would_run(tmp_path):
+    from attention_book.instructor.gradebook import manual_template
+
+    root = make_toy_course(tmp_path / "book", points=POINTS)
+    course = Course.load(root)
+    written = [ex for ex in course.chapters[0].exercises if ex.kind == "written"]
+    students = ["=HYPERLINK(1)", "alice"]
+    path = tmp_path / "manual.csv"
+    path.write_text(manual_template(students, written, course.points_for).replace(
+        ",2,,\n", ",2,1,\n", 1))
+    assert "'=HYPERLINK(1)" in path.read_text()  # escaped for spreadsheets
+    manual = read_manual_points(path, students, written, course.points_for)
+    assert manual.points == {("=HYPERLINK(1)", "ex-99-why"): 1.0}

@@ -350,6 +350,7 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
             return None
         return record
 
+    ensure_isolation()  # refused at once, even when every record is reused (the instructor learns it now)
     records: Dict[str, dict] = {}
     to_grade = []
     for sub in subs:

@@ -99,6 +99,8 @@ def read_manual_points(path: Path, students: Sequence[str], exercises: Sequence,
             continue  # a blank line
         cells = row + [""] * (len(header) - len(row))
         student, exercise, given = (cells[col[name]].strip() for name in ("student", "exercise", "points"))
+        if student[:1] == "'" and student[1:2] in ("=", "+", "-", "@", "\t", "\r"):
+            student = student[1:]  # the template's escape of a name a spreadsheet would run as a formula
         where = f"{path.name}, line {line}"
         if student not in known_students:
             close = ", ".join(sorted(s for s in known_students if s.lower() == student.lower())[:3])

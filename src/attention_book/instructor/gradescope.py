@@ -253,7 +253,7 @@ def _pick_notebook(submission: Path, course, chapter) -> tuple:
 
 def results_for(record: dict, course, chapter, tests, title: str, note: str = "") -> dict:
     """Gradescope's results.json from a grading record: one test per coding exercise."""
-    from .feedback import exercise_reports
+    from .feedback import clean, exercise_reports
 
     coding = [ex for ex in chapter.exercises if ex.kind == "code" and course.points_for(ex.label) > 0]
     written = [ex for ex in chapter.exercises if ex.kind == "written"]
@@ -271,10 +271,10 @@ def results_for(record: dict, course, chapter, tests, title: str, note: str = ""
     score = round(sum(t["score"] for t in out_tests), 2)
     top = sum(t["max_score"] for t in out_tests)
     parts = [f"{title}: {score:g} of {top:g} points from the autograder."]
+    if record.get("error"):
+        parts.append(clean(record["error"]))
     if note:
         parts.append(note)
-    if record.get("error"):
-        parts.append(record["error"])
     flags = list(record.get("flags") or [])
     if flags:
         parts.append("Noticed: " + "; ".join(flags))
