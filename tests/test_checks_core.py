@@ -533,3 +533,26 @@ def test_no_line_of_the_checks_reaches_the_reader(answer, where):
     assert "out = fn(" not in text and "checks/" not in text and "site-packages" not in text
     if where is not None:
         assert "of your code" in text, text
+
+
+def test_a_test_that_waits_for_the_values_is_shown_as_waiting():
+    """A test of a derived property (gradients) that raises VALUES_FIRST reads as waiting, not as a
+    failure of its own, and still scores 0."""
+    from attention_book.checks.core import VALUES_FIRST
+
+    @register("ex-00-values-first", "Values first")
+    def values_first(answer):
+        def values():
+            if answer(2) != 4:
+                raise Hint("double the number")
+
+        def gradient():
+            if answer(2) != 4:
+                raise Hint(VALUES_FIRST)
+
+        return [("values", values), ("gradient", gradient)]
+
+    verdict = values_first(lambda x: x)
+    assert [s for s, _, _ in verdict.results()] == ["FAIL", "WAIT"] and verdict.score == 0.0
+    assert "....  gradient: not checked until the values are right" in str(verdict)
+    assert "FAIL  gradient" not in str(verdict)

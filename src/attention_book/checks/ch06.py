@@ -307,7 +307,7 @@ def padding(padded_softmax):
         grad = scores_in.grad
         if grad is None or torch.isnan(grad).any():
             raise Hint(
-                "the forward pass is right but the gradient of the scores has NaN: the softmax "
+                "the gradient of the scores has NaN although the weights have none: the softmax "
                 "computed NaN for the fully padded rows (an additive -inf mask, scores + mask, "
                 "or masking with -inf everywhere) and zeroing those rows afterwards does not "
                 "stop NaN flowing backwards (0 * NaN = NaN). Use masked_fill on the scores, "

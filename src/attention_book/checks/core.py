@@ -75,6 +75,7 @@ __all__ = [
     "close",
     "NOT_IMPLEMENTED",
     "WRITE_YOUR_OWN",
+    "VALUES_FIRST",
 ]
 
 NOT_IMPLEMENTED = "not implemented yet"
@@ -82,6 +83,12 @@ NOT_IMPLEMENTED = "not implemented yet"
 GUARD_HINT = "not checked until the values are right (no value check passed yet)"
 #: what a failed check says when an earlier check already printed the same hint
 SAME_HINT = "the same mistake as above"
+#: the hint of a test of a derived property (gradients, ...) while the values are wrong: the
+#: verdict shows it as waiting, not as FAIL (it still counts as failed)
+VALUES_FIRST = (
+    "not checked until the values are right: with wrong values this property cannot be judged "
+    "(the checks above say what is wrong)"
+)
 
 
 class Hint(Exception):
@@ -160,6 +167,8 @@ class Verdict:
         for name in names:
             if name in self.pending:
                 out.append(("WAIT", name, GUARD_HINT))
+            elif hints.get(name, "").startswith("not checked until the values are right"):
+                out.append(("WAIT", name, hints[name]))
             elif name in hints:
                 hint = hints[name]
                 earlier = next((h for h in seen if hint.startswith(h)), None)
@@ -200,6 +209,8 @@ class Verdict:
                 lines.append(f"  PASS  {name}")
             elif status == "WAIT":
                 lines.append(f"  ....  {name}: not checked until the values are right")
+                if hint not in (GUARD_HINT, VALUES_FIRST) and not hint.startswith(VALUES_FIRST):
+                    lines.append(f"        {hint}")
             else:
                 lines.append(f"  FAIL  {name}\n        hint: {hint}")
         if self.ok:
