@@ -16,8 +16,9 @@ BOOK_ENV := ATTENTION_BOOK_STATIC=1
 # JupyterLab for readers: its own environment with only what readers install (requirements.txt,
 # tools/lab_setup.sh), opened on the student notebooks. Jupyter refuses to start as root unless
 # told, so --allow-root is added only when we are root. LAB_ARGS passes more options
-# (e.g. LAB_ARGS="--no-browser --port 8890").
-LAB_VENV ?= .venv-lab
+# (e.g. LAB_ARGS="--no-browser --port 8890"). The environment lives in .cache/, which git and the
+# book build ignore (a venv elsewhere in the repository would be read as pages of the book).
+LAB_VENV ?= .cache/lab-venv
 LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab_command = $(LAB_VENV)/bin/jupyter lab $(LAB_ROOT_FLAG) --ServerApp.root_dir=$(abspath $(1)) $(LAB_ARGS)
 

@@ -494,9 +494,18 @@ def test_make_lab_opens_the_right_folder_as_root_and_not(target, folder):
     line = _make_dry_run(target, LAB_ARGS="--port 8899")
     assert f"--ServerApp.root_dir={ROOT / folder}" in line and line.endswith("--port 8899")
     assert ("--allow-root" in line) == (os.geteuid() == 0), line
-    assert ".venv-lab/bin/jupyter lab" in line  # the readers' environment, not .venv
+    assert ".cache/lab-venv/bin/jupyter lab" in line  # the readers' environment, not .venv
     if os.geteuid() == 0 and shutil.which("setpriv"):
         assert "--allow-root" not in _make_dry_run(target, as_nobody=True)
+
+
+def test_the_lab_environment_is_invisible_to_git_and_the_book():
+    import yaml
+
+    folder = re.search(r"^LAB_VENV \?= (\S+)", (ROOT / "Makefile").read_text(), re.M).group(1)
+    top = folder.split("/")[0]
+    assert top in yaml.safe_load((ROOT / "_config.yml").read_text())["exclude_patterns"]
+    assert f"{top}/" in (ROOT / ".gitignore").read_text().split()
 
 
 def test_the_lab_environment_installs_only_the_readers_requirements():

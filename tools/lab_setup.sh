@@ -3,11 +3,11 @@
 # what a reader installs (requirements.txt: torch, the course package, JupyterLab with
 # jupyterlab-myst), none of the development tools of requirements-dev.txt.
 # Idempotent: a second run only reinstalls when requirements.txt or pyproject.toml changed.
-#   VENV=.venv-lab tools/lab_setup.sh
+#   VENV=.cache/lab-venv tools/lab_setup.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-VENV=${VENV:-.venv-lab}
+VENV=${VENV:-.cache/lab-venv}
 PYTHON=${PYTHON:-python3}
 # The CPU build of torch first (no multi-GB CUDA wheel on a laptop without a GPU); TORCH_SPEC overrides.
 TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
