@@ -317,7 +317,7 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
                                     course.points_file.name)
     report = GradeReport(out, students=[s.name for s in subs], skipped_files=skipped_files)
     _mkdir(out)
-    atomic_write(out / MARKER, json.dumps({"chapter": chapter.path, "title": chapter.title}, indent=1) + "\n")
+    write_if_changed(out / MARKER, json.dumps({"chapter": chapter.path, "title": chapter.title}, indent=1) + "\n")
     records_dir = _mkdir(out / "records")
     executed = _mkdir(out / "executed") if options.keep_executed else None
     title = plain_title(chapter.title or chapter.stem)
