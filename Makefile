@@ -11,16 +11,27 @@ endif
 # Tells the explorers to add their kernel-free HTML fallback (see attention_book.explorers).
 BOOK_ENV := ATTENTION_BOOK_STATIC=1
 
-.PHONY: help setup book serve lab test test-fast bench release grade clean strip
+.PHONY: help setup book serve lab lab-authors test test-fast bench release grade gradescope clean strip
+
+# JupyterLab for readers: its own environment with only what readers install (requirements.txt,
+# tools/lab_setup.sh), opened on the student notebooks. Jupyter refuses to start as root unless
+# told, so --allow-root is added only when we are root. LAB_ARGS passes more options
+# (e.g. LAB_ARGS="--no-browser --port 8890"). The environment lives in .cache/, which git and the
+# book build ignore (a venv elsewhere in the repository would be read as pages of the book).
+LAB_VENV ?= .cache/lab-venv
+LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+lab_command = $(LAB_VENV)/bin/jupyter lab $(LAB_ROOT_FLAG) --ServerApp.root_dir=$(abspath $(1)) $(LAB_ARGS)
 
 help:
 	@echo "make book     build the site into $(BUILD)/html (notebooks executed)"
 	@echo "make test     run the whole test suite (sets up venv, Chromium, MathJax copy)"
 	@echo "make serve    serve the built site on http://localhost:8000"
-	@echo "make lab      open JupyterLab on notebooks/ (MyST exercises and dropdowns via jupyterlab-myst)"
+	@echo "make lab      open JupyterLab on the student notebooks (student/notebooks/, no solutions)"
+	@echo "make lab-authors   open JupyterLab on the chapters with their solutions (notebooks/)"
 	@echo "make bench    measure build/notebook/explorer/training speed, tables in $(BUILD)/bench"
 	@echo "make release  student release (no solutions) in $(BUILD)/release"
-	@echo "make grade SUBMISSIONS=folder CHAPTER=03   grade submitted notebooks into $(BUILD)/grades"
+	@echo "make grade SUBMISSIONS=folder CHAPTER=03   grade submitted notebooks into $(BUILD)/grades/ch03"
+	@echo "make gradescope CHAPTER=03   the autograder of chapter 3 as a Gradescope zip in $(BUILD)/gradescope"
 
 setup:
 	@tools/setup.sh
@@ -33,8 +44,13 @@ serve:
 	@test -f $(BUILD)/html/index.html || $(MAKE) book
 	$(PY) -m http.server 8000 --directory $(BUILD)/html
 
-lab: setup
-	$(VENV)/bin/jupyter lab notebooks/
+lab:
+	@VENV=$(LAB_VENV) tools/lab_setup.sh
+	$(call lab_command,student/notebooks)
+
+lab-authors:
+	@VENV=$(LAB_VENV) tools/lab_setup.sh
+	$(call lab_command,notebooks)
 
 test:
 	@tools/setup.sh --browser
@@ -51,9 +67,16 @@ bench:
 release: setup
 	$(VENV)/bin/attention-book release --out $(BUILD)/release
 
+# Each chapter grades into its own folder, $(BUILD)/grades/chNN (OUT=... overrides); STUDENT=name
+# regrades one student, MANUAL=file.csv gives the points of the written exercises.
 grade: setup
-	@test -n "$(SUBMISSIONS)" -a -n "$(CHAPTER)" || { echo "usage: make grade SUBMISSIONS=path/to/folder CHAPTER=03"; exit 2; }
-	$(VENV)/bin/attention-book grade "$(SUBMISSIONS)" --chapter "$(CHAPTER)" --out $(BUILD)/grades
+	@test -n "$(SUBMISSIONS)" -a -n "$(CHAPTER)" || { echo "usage: make grade SUBMISSIONS=path/to/folder CHAPTER=03 [STUDENT=name] [MANUAL=points.csv] [OUT=folder]"; exit 2; }
+	$(VENV)/bin/attention-book grade "$(SUBMISSIONS)" --chapter "$(CHAPTER)" $(if $(OUT),--out "$(OUT)") \
+		$(if $(STUDENT),--student "$(STUDENT)") $(if $(MANUAL),--manual "$(MANUAL)") $(GRADE_ARGS)
+
+gradescope: setup
+	@test -n "$(CHAPTER)" || { echo "usage: make gradescope CHAPTER=03"; exit 2; }
+	$(VENV)/bin/attention-book gradescope --chapter "$(CHAPTER)" --out $(BUILD)/gradescope $(GRADESCOPE_ARGS)
 
 # Remove outputs from the notebooks in place (they are stored without outputs).
 strip: setup

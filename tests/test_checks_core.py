@@ -62,6 +62,7 @@ def test_crash_while_building_tests_is_reported():
 # Contract 6: guards, non-attempts, reading the answer's code, "write your own"
 # --------------------------------------------------------------------------------------------------
 
+import re  # noqa: E402
 import textwrap  # noqa: E402
 
 import pytest  # noqa: E402
@@ -428,9 +429,13 @@ def test_banners_use_the_chapter_number():
 
 def test_every_registered_check_has_a_number():
     import importlib
+    import pkgutil
 
-    for n in range(1, 10):
-        importlib.import_module(f"attention_book.checks.ch{n:02d}")
+    import attention_book.checks as checks
+
+    for info in pkgutil.iter_modules(checks.__path__):  # every chapter's checks, whatever exists
+        if info.name.startswith("ch"):
+            importlib.import_module(f"attention_book.checks.{info.name}")
     from attention_book.checks import REGISTRY
 
     book = [label for label in REGISTRY if not label.startswith("ex-00-")]
@@ -460,3 +465,94 @@ def test_an_answer_that_cannot_be_inspected_is_judged_by_its_tests():
 
     verdict = softmax_check(Odd())
     assert not verdict.write_your_own and verdict.total == 1
+
+
+# --- what a verdict shows (issue 21) ---------------------------------------------------------------
+
+
+def test_a_guard_waiting_for_values_is_not_reported_as_fail():
+    """A correct shape with wrong values reads "not checked until the values are right", not FAIL;
+    it still counts as failed (a non-attempt scores 0)."""
+    verdict = guarded(lambda x: x + 1)  # right shape, input unchanged, wrong values
+    text = str(verdict)
+    assert "FAIL  doubles" in text
+    assert "....  input unchanged: not checked until the values are right" in text
+    assert "FAIL  input unchanged" not in text and "FAIL  keeps the shape" not in text
+    assert verdict.pending == ["input unchanged", "keeps the shape"] and verdict.score == 0.0
+    assert [status for status, _, _ in verdict.results()] == ["FAIL", "WAIT", "WAIT"]
+
+
+def test_each_hint_is_printed_once():
+    @register("ex-00-same-hint", "Same hint")
+    def same_hint(answer):
+        def small():
+            if answer(2) != 4:
+                raise Hint("multiply by two")
+
+        def large():
+            if answer(1000) != 2000:
+                raise Hint("multiply by two")
+
+        return [("small", small), ("large", large)]
+
+    verdict = same_hint(lambda x: x + 3)
+    text = str(verdict)
+    assert text.count("multiply by two") == 1 and "the same mistake as above" in text
+    assert verdict.summary().count("multiply by two") == 1
+    assert dict(verdict.failed)["large"] == "multiply by two"  # the data keeps every hint
+
+
+def test_results_follow_the_order_of_the_checks():
+    verdict = guarded(lambda x: 2 * x)
+    assert [name for _, name, _ in verdict.results()] == ["doubles", "input unchanged", "keeps the shape"]
+
+
+def test_plural_forms():
+    @register("ex-00-one", "One check")
+    def one(answer):
+        return [("only", answer)]
+
+    assert "all 1 check passed" in str(one(lambda: None))
+    assert "all 3 checks passed" in str(guarded(lambda x: 2 * x))
+
+
+@pytest.mark.parametrize("answer, where", [
+    (torch.zeros, None),  # a library function: it raises inside the check's own call
+    (lambda scores, dim=-1: scores.exp().sum(dim=dim) / scores.mm(scores), "scores.mm(scores)"),
+    (lambda scores, dim=-1: torch.einsum("ij,jk->ik", scores), "torch.einsum"),
+], ids=["library-function", "own-line", "inside-torch"])
+def test_no_line_of_the_checks_reaches_the_reader(answer, where):
+    """An answer that raises inside the check: the message names the error and, when the
+    reader's own code is in the traceback, the reader's line; never a line of the checks."""
+    from attention_book.checks import ch03
+
+    text = str(ch03.stable_softmax(answer))
+    assert "your code raised" in text, text
+    for line in re.findall(r"line \d+[^`]*`([^`]*)`", text):
+        assert where is not None and where in line, text
+    assert "out = fn(" not in text and "checks/" not in text and "site-packages" not in text
+    if where is not None:
+        assert "of your code" in text, text
+
+
+def test_a_test_that_waits_for_the_values_is_shown_as_waiting():
+    """A test of a derived property (gradients) that raises VALUES_FIRST reads as waiting, not as a
+    failure of its own, and still scores 0."""
+    from attention_book.checks.core import VALUES_FIRST
+
+    @register("ex-00-values-first", "Values first")
+    def values_first(answer):
+        def values():
+            if answer(2) != 4:
+                raise Hint("double the number")
+
+        def gradient():
+            if answer(2) != 4:
+                raise Hint(VALUES_FIRST)
+
+        return [("values", values), ("gradient", gradient)]
+
+    verdict = values_first(lambda x: x)
+    assert [s for s, _, _ in verdict.results()] == ["FAIL", "WAIT"] and verdict.score == 0.0
+    assert "....  gradient: not checked until the values are right" in str(verdict)
+    assert "FAIL  gradient" not in str(verdict)

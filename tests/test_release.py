@@ -303,6 +303,31 @@ def test_real_release_contains_no_solution_line(real_release):
         assert "BEGIN SOLUTION" not in text and "{solution" not in text
 
 
+def test_release_says_it_has_no_solutions_instead_of_a_dropdown(tmp_path):
+    """The book hides solutions in dropdowns; the release has none: its text must not send a
+    student to one (issue 21)."""
+    from attention_book.instructor.release import NO_SOLUTIONS
+
+    root = make_toy_course(tmp_path / "book")
+    path = root / "notebooks" / "99_toy.ipynb"
+    nb = nbformat.read(str(path), as_version=4)
+    nb.cells[3].source = ("## Exercises\n\nEach exercise ends with a self-check. The solutions are hidden "
+                          "behind a\ndropdown: try first.")
+    nbformat.write(nb, str(path))
+    out = build_release(Course.load(root), tmp_path / "release").out
+    text = "\n".join(cell_text(c) for c in json.loads((out / "notebooks/99_toy.ipynb").read_text())["cells"])
+    assert "dropdown" not in text.lower()
+    assert "## Exercises\n\nEach exercise ends with a self-check. " + NO_SOLUTIONS in text
+
+
+def test_real_release_has_no_dropdown_promise(real_release):
+    course, report = real_release
+    for path in report.notebooks:
+        cells = json.loads((report.out / path).read_text())["cells"]
+        prose = "\n".join(cell_text(c) for c in cells if c["cell_type"] == "markdown")
+        assert not re.search(r"\bdrop-?downs?\b", prose, re.IGNORECASE), path
+
+
 def test_real_release_keeps_setup_cell_first(real_release):
     course, report = real_release
     for chapter in course.chapters:

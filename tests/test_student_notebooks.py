@@ -23,7 +23,12 @@ from make_student_notebooks import stale_files  # noqa: E402
 
 from attention_book.instructor.course import Course  # noqa: E402
 from attention_book.instructor.markup import cell_text  # noqa: E402
-from attention_book.instructor.release import STUDENT_DIR, generated_files  # noqa: E402
+from attention_book.instructor.release import (  # noqa: E402
+    NO_SOLUTIONS,
+    STUDENT_DIR,
+    generated_files,
+    student_text,
+)
 
 COURSE = Course.load(ROOT)
 CHAPTERS = [chapter for chapter in COURSE.chapters if chapter.exercises]
@@ -95,6 +100,27 @@ def check_student_notebook(chapter, notebook_text: str) -> None:
     # MyST that Colab would show raw: directives, roles, targets
     assert not re.search(r"```\{|:::\{|\{(ref|numref|doc|eq|term)\}`|^\(\S+\)=$", text, re.M)
     assert all(c.get("outputs", []) == [] for c in cells if c["cell_type"] == "code")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.stem for c in CHAPTERS])
+def test_student_notebook_promises_no_dropdown(chapter):
+    """The site hides solutions in dropdowns; a student notebook has neither, so no sentence of it
+    may send the reader to one (the release rewrites "The solutions are hidden behind a dropdown")."""
+    cells = json.loads(student_path(chapter).read_text(encoding="utf-8"))["cells"]
+    prose = "\n".join(cell_text(c) for c in cells if c["cell_type"] == "markdown")
+    assert not re.search(r"\bdrop-?downs?\b", prose, re.IGNORECASE), chapter.stem
+    source = nbformat.read(str(ROOT / chapter.path), as_version=4)
+    if any(re.search(r"behind a\s+dropdown", cell.source) for cell in source.cells):
+        assert NO_SOLUTIONS in prose, f"{chapter.stem}: the dropdown sentence was not replaced"
+
+
+def test_student_text_replaces_only_the_dropdown_sentence():
+    text = ("## Exercises\n\nEach exercise has a self-check. The solutions are hidden behind a\n"
+            "dropdown: try first. Good luck.\n\n```python\n# a dropdown in code stays\n```")
+    assert student_text(text) == (
+        "## Exercises\n\nEach exercise has a self-check. " + NO_SOLUTIONS + " Good luck.\n\n"
+        "```python\n# a dropdown in code stays\n```")
+    assert student_text("Nothing to change here.\n\nReally.") == "Nothing to change here.\n\nReally."
 
 
 @pytest.mark.slow

@@ -24,11 +24,19 @@ def one_hot_other_sizes(ns):
         raise Hint("values differ from weight[token_ids] for a (7, 2) weight")
 
 
+VALUES_FIRST = ("not checked until the values are right: {what} differ from the right answer's, "
+                "so their gradients cannot match yet (the other tests say what is wrong)")
+
+
 @hidden_test("ex-01-one-hot", "gradients reach the weight")
 def one_hot_gradients(ns):
     embed_by_matrix_product = answer(ns, "embed_by_matrix_product")
     weight = torch.randn(5, 3, generator=torch.Generator().manual_seed(1)).requires_grad_()
-    embed_by_matrix_product(torch.tensor([1, 1, 4]), weight).sum().backward()
+    result = embed_by_matrix_product(torch.tensor([1, 1, 4]), weight)
+    if not (isinstance(result, torch.Tensor) and result.shape == (3, 3)
+            and torch.allclose(result.detach(), weight.detach()[[1, 1, 4]], atol=1e-6)):
+        raise Hint(VALUES_FIRST.format(what="the embeddings"))
+    result.sum().backward()
     expected = torch.tensor([0.0, 2.0, 0.0, 0.0, 1.0]).unsqueeze(1).expand(5, 3)
     if weight.grad is None or not torch.allclose(weight.grad, expected):
         raise Hint("the result is not differentiable with respect to the weight: keep it a torch "

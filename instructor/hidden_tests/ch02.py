@@ -82,6 +82,10 @@ def projected_single_token(ns):
         raise Hint("for one token the score is (x W_q) . (x W_k); your value differs")
 
 
+VALUES_FIRST = ("not checked until the values are right: {what} differ from the right answer's, "
+                "so their gradients cannot match yet (the other tests say what is wrong)")
+
+
 @hidden_test("ex-02-projected-scores", "gradients reach both W_query and W_key")
 def projected_gradients(ns):
     projected_scores = answer(ns, "projected_scores")
@@ -93,6 +97,9 @@ def projected_gradients(ns):
     if not isinstance(result, torch.Tensor) or result.grad_fn is None:
         raise Hint("the result is not connected to the weights: keep it a torch computation "
                    "(no .detach(), .numpy(), .item() or torch.tensor(...))")
+    expected = (inputs @ W_query.detach()) @ (inputs @ W_key.detach()).T
+    if result.shape != expected.shape or not torch.allclose(result.detach(), expected, atol=1e-4):
+        raise Hint(VALUES_FIRST.format(what="the scores"))
     (result * upstream).sum().backward()
     reference_q, reference_k = W_query.detach().clone().requires_grad_(), W_key.detach().clone().requires_grad_()
     (((inputs @ reference_q) @ (inputs @ reference_k).T) * upstream).sum().backward()

@@ -101,6 +101,10 @@ def scaled_no_mutation(ns):
                    "between calls")
 
 
+VALUES_FIRST = ("not checked until the values are right: {what} differ from the right answer's, "
+                "so their gradients cannot match yet (the other tests say what is wrong)")
+
+
 @hidden_test("ex-03-scaled-weights", "gradients reach queries and keys")
 def scaled_gradients(ns):
     scaled_weights = answer(ns, "scaled_weights")
@@ -111,6 +115,9 @@ def scaled_gradients(ns):
     if not isinstance(result, torch.Tensor) or result.grad_fn is None:
         raise Hint("the weights are cut off from queries and keys (no grad_fn): keep it a torch "
                    "computation, without .detach(), .numpy(), .item() or torch.tensor(...)")
+    expected = torch.softmax(queries.detach() @ keys.detach().T / 2.0, dim=-1)  # d_k = 4
+    if result.shape != expected.shape or not torch.allclose(result.detach(), expected, atol=1e-5):
+        raise Hint(VALUES_FIRST.format(what="the weights"))
     (result * upstream).sum().backward()
     q_ref, k_ref = queries.detach().clone().requires_grad_(), keys.detach().clone().requires_grad_()
     (torch.softmax(q_ref @ k_ref.T / 2.0, dim=-1) * upstream).sum().backward()
@@ -134,8 +141,8 @@ def temperature_negative(ns):
             continue
         except ZeroDivisionError:
             pass
-        raise Hint(f"temperature={temperature} must raise ValueError, not only 0: test "
-                   "`if temperature <= 0: raise ValueError(...)`")
+        raise Hint(f"temperature={temperature} must raise ValueError, not only 0: check that the "
+                   "temperature is positive before dividing by it")
 
 
 @hidden_test("ex-03-temperature", "a (B, T_q, T_k) batch normalised over the last dimension")
@@ -161,7 +168,7 @@ def temperature_no_mutation(ns):
     softmax_with_temperature(scores, 3.0)
     if not torch.equal(scores, before):
         raise Hint(IN_PLACE.format(what="scores").replace("`shifted = scores - ...`",
-                                                          "`scaled = scores / temperature`"))
+                                                          "`scaled = scores / ...`"))
 
 
 # ---------------------------------------------------------------- ex-03-attend

@@ -45,6 +45,10 @@ def context_single_token(ns):
                        "vector; check the softmax dimension (dim=-1)")
 
 
+VALUES_FIRST = ("not checked until the values are right: {what} differ from the right answer's, "
+                "so their gradients cannot match yet (the other tests say what is wrong)")
+
+
 @hidden_test("ex-04-context-vectors", "gradients reach queries, keys and values")
 def context_gradients(ns):
     context_vectors = answer(ns, "context_vectors")
@@ -56,6 +60,9 @@ def context_gradients(ns):
     if result.grad_fn is None:
         raise Hint("the context vectors are cut off from their inputs (no grad_fn): keep it a torch "
                    "computation, without .detach(), .numpy() or torch.tensor(...)")
+    expected = _reference(*tensors)
+    if result.shape != expected.shape or not torch.allclose(result.detach(), expected, atol=1e-5):
+        raise Hint(VALUES_FIRST.format(what="the context vectors"))
     (result * upstream).sum().backward()
     (_reference(*reference) * upstream).sum().backward()
     for name, got, want in zip(("queries", "keys", "values"), mine, reference):

@@ -63,6 +63,10 @@ def cross_large_scores(ns):
                    "softmax(Q K^T / sqrt(d_k)) and weights @ values")
 
 
+VALUES_FIRST = ("not checked until the values are right: {what} differ from the right answer's, "
+                "so their gradients cannot match yet (the other tests say what is wrong)")
+
+
 @hidden_test("ex-06-cross", "gradients reach W_query, W_key and W_value")
 def cross_gradients(ns):
     cross_attention = answer(ns, "cross_attention")
@@ -75,6 +79,9 @@ def cross_gradients(ns):
     if out.grad_fn is None:
         raise Hint("the context vectors are cut off from the weight matrices (no grad_fn): keep it a "
                    "torch computation, without .detach(), .numpy() or torch.tensor(...)")
+    expected = _reference_cross(x, context, *matrices)[0]
+    if out.shape != expected.shape or not torch.allclose(out.detach(), expected, atol=1e-5):
+        raise Hint(VALUES_FIRST.format(what="the context vectors"))
     (out * upstream).sum().backward()
     (_reference_cross(x, context, *reference)[0] * upstream).sum().backward()
     for name, got, want in zip(("W_query", "W_key", "W_value"), mine, reference):
@@ -148,7 +155,10 @@ def padding_gradients(ns):
                    "(masked_fill, nan_to_num, torch.where). Leave fully padded rows unmasked for the "
                    "softmax and zero them afterwards")
     reference = scores.detach().clone().requires_grad_(True)
-    (_reference_padded(reference, mask) * upstream).sum().backward()
+    expected = _reference_padded(reference, mask)
+    if not torch.allclose(weights.detach(), expected.detach(), atol=1e-5):
+        raise Hint(VALUES_FIRST.format(what="the weights"))
+    (expected * upstream).sum().backward()
     if not torch.allclose(scores.grad, reference.grad, atol=1e-5):
         raise Hint("the gradient with respect to the scores is wrong: hide padded keys with -inf before "
                    "the softmax and zero fully padded rows afterwards")

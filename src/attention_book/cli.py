@@ -1,7 +1,9 @@
 """``attention-book``: the instructor's command line.
 
     attention-book release [--out _build/release]          student notebooks without solutions
-    attention-book grade SUBMISSIONS --chapter NN [--out _build/grades]  score submitted notebooks
+    attention-book grade SUBMISSIONS --chapter NN [--out _build/grades/chNN] [--student NAME]
+                         [--manual points.csv]              score submitted notebooks
+    attention-book gradescope --chapter NN [--out _build/gradescope]  the autograder as a Gradescope zip
     attention-book exercises [--write-table]                list exercises, points, checks; find problems
 
 Run it from the book's folder (the one holding ``_toc.yml``) or pass ``--root``.
@@ -46,7 +48,10 @@ def points_table(course, hidden=None) -> str:
             if ex.check_cells:
                 graded += " (+ a self-check for students)"
             points = course.points.get(ex.label)
-            graded = graded if points else "hand (written answer)"
+            if ex.kind == "written":
+                graded = "hand (manual points file)" if points else "hand (written answer, 0 points)"
+            elif not points:
+                graded = "not graded (0 points)"
             shown = f"{points:g}" if points is not None else "missing"
             title = ex.title.replace("|", "\\|")
             lines.append(f"| {ex.display()} (`{ex.label}`) | {title} | {ex.kind} | {shown} | {graded} |")
@@ -87,27 +92,54 @@ def cmd_grade(args) -> int:
         return 2
     from .instructor.sandbox import IsolationError, Limits
 
+    from .instructor.grade import default_out
+    from .instructor.report import plural
+    from .instructor.submissions import pick_chapter
+
     course = _course(args)
+    out = args.out or default_out(pick_chapter(course, args.chapter), course.root / "_build" / "grades")
     options = GradeOptions(timeout=args.timeout, check_timeout=args.check_timeout, jobs=args.jobs,
                            force=args.force, chapter=args.chapter, keep_executed=not args.no_executed,
-                           unsafe=args.unsafe, limits=Limits(memory_mb=args.memory_mb))
+                           unsafe=args.unsafe, limits=Limits(memory_mb=args.memory_mb),
+                           student=args.student, manual=args.manual,
+                           reuse_references=not args.fresh_references)
     if args.unsafe:
         print("WARNING: --unsafe: the submissions run WITHOUT isolation (they can read your files and "
               "environment); use it only for notebooks you trust", file=sys.stderr)
-    print(f"Grading {args.submissions} as {args.chapter} -> {args.out}", file=sys.stderr)
+    who = f" (only {args.student})" if args.student else ""
+    print(f"Grading {args.submissions}{who} as {args.chapter} -> {out}", file=sys.stderr)
     try:
-        report = grade_folder(course, args.submissions, args.out, options)
+        report = grade_folder(course, args.submissions, out, options)
     except IsolationError as err:
         print(f"attention-book grade: {err}", file=sys.stderr)
         return 3
-    print(f"{len(report.students)} submissions ({len(report.graded)} graded, {len(report.skipped)} "
-          f"already graded) in {report.seconds:.1f} s (reference run {report.reference_seconds:.1f} s)")
+    reference = ("reference values from the cache" if report.references_cached else
+                 f"reference run {report.reference_seconds:.1f} s" if report.graded else "no kernel started")
+    print(f"{plural(len(report.students), 'submission')} ({len(report.graded)} graded, {len(report.skipped)} "
+          f"already graded) in {report.seconds:.1f} s ({reference})")
     for name, why in report.skipped_files:
         print(f"  not graded: {name!r}: {why}")
-    print(f"  {report.csv_path}\n  {report.summary_path}")
+    if report.not_graded:
+        print(f"  {plural(len(report.not_graded), 'other file has', 'other files have')} no up-to-date "
+              "record (grade the folder without --student)")
+    for path in (report.csv_path, report.summary_path, report.gradebook_path, report.canvas_path,
+                 report.feedback_dir, report.written_dir, report.manual_path):
+        if path is not None:
+            print(f"  {path}")
     if report.modified:
         print(f"WARNING: these submission files changed while grading: {report.modified}", file=sys.stderr)
         return 1
+    return 0
+
+
+def cmd_gradescope(args) -> int:
+    from .instructor.gradescope import build_bundle
+
+    course = _course(args)
+    path = build_bundle(course, args.chapter, args.out, container_only=args.container_only,
+                        timeout=args.timeout, check_timeout=args.check_timeout, memory_mb=args.memory_mb)
+    print(f"Gradescope autograder: {path} ({path.stat().st_size / 1024:.0f} KB)")
+    print("  upload it on Gradescope: Programming assignment > Configure autograder > Zip file upload")
     return 0
 
 
@@ -143,7 +175,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     grade = sub.add_parser("grade", help="run a folder of submitted notebooks and write grades.csv")
     _add_common(grade)
     grade.add_argument("submissions", type=Path, help="folder with one notebook per student (name = student)")
-    grade.add_argument("--out", type=Path, default=Path("_build/grades"))
+    grade.add_argument("--out", type=Path, default=None,
+                       help="output folder (default: _build/grades/chNN, one per chapter)")
     grade.add_argument("--timeout", type=float, default=120.0, help="seconds per notebook (default 120)")
     grade.add_argument("--check-timeout", type=float, default=30.0,
                        help="seconds per call of a hidden test (default 30)")
@@ -155,7 +188,27 @@ def main(argv: Optional[List[str]] = None) -> int:
     grade.add_argument("--chapter", required=True,
                        help="the assignment's chapter (e.g. 03): other chapters' notebooks score 0")
     grade.add_argument("--no-executed", action="store_true", help="do not keep executed copies")
+    grade.add_argument("--student", default=None,
+                       help="grade only this student (file name without .ipynb); the others' records stay")
+    grade.add_argument("--manual", type=Path, default=None,
+                       help="points of the written exercises (CSV: student,exercise,points; "
+                            "default: OUT/manual-points.csv when it exists)")
+    grade.add_argument("--fresh-references", action="store_true",
+                       help="run the chapter's notebook for the reference values even if OUT/.cache has them")
     grade.set_defaults(run=cmd_grade)
+
+    gradescope = sub.add_parser("gradescope", help="write the autograder of one chapter as a Gradescope zip")
+    _add_common(gradescope)
+    gradescope.add_argument("--chapter", required=True, help="the assignment's chapter (e.g. 03)")
+    gradescope.add_argument("--out", type=Path, default=Path("_build/gradescope"))
+    gradescope.add_argument("--container-only", action="store_true",
+                            help="if Gradescope's container does not permit the sandbox, grade without it "
+                                 "(the container is then the only isolation)")
+    gradescope.add_argument("--timeout", type=float, default=600.0, help="seconds per notebook (default 600)")
+    gradescope.add_argument("--check-timeout", type=float, default=30.0,
+                            help="seconds per call of a hidden test (default 30)")
+    gradescope.add_argument("--memory-mb", type=int, default=6144, help="address-space limit of the kernel")
+    gradescope.set_defaults(run=cmd_gradescope)
 
     exercises = sub.add_parser("exercises", help="list every exercise with its points and checks")
     _add_common(exercises)

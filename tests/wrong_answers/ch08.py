@@ -87,7 +87,7 @@ TRAINING_STEP = [
     WrongAnswer(
         "returns-the-tensor",
         _step("    logits = model(inputs)\n" + _FLAT + _UPDATE + "    return loss\n"),
-        "return loss.item()",
+        "return the loss as a Python float",
     ),
     WrongAnswer(
         "nothing-done",

@@ -41,7 +41,7 @@ def _is_shape_error(err: RuntimeError) -> bool:
     return any(text in message for text in ("cannot be multiplied", "size mismatch", "must match"))
 
 
-@register("ex-02-score-loop", "Attention scores with a loop of dot products")
+@register("ex-02-score-loop", "Scores with a loop of dot products")
 def score_loop(scores_by_loop):
     """Check ``scores_by_loop(queries, keys)`` -> ``(T_q, T_k)`` with ``out[i, j] = queries[i] . keys[j]``."""
     queries = _random(3, 4, seed=0)  # (T_q=3, d_k=4)

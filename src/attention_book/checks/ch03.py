@@ -295,12 +295,12 @@ def temperature_softmax(softmax_fn):
                 return
             except Exception as err:  # AssertionError, ZeroDivisionError, ...
                 raise Hint(
-                    f"temperature={temperature} raised {type(err).__name__}; raise a ValueError "
-                    "that says what is wrong: `if temperature <= 0: raise ValueError(...)`"
+                    f"temperature={temperature} raised {type(err).__name__}; check the temperature "
+                    "before dividing by it and raise a ValueError that says what is wrong"
                 ) from None
             raise Hint(
-                f"temperature={temperature} must raise ValueError ({why}): "
-                "add `if temperature <= 0: raise ValueError(...)`"
+                f"temperature={temperature} must raise ValueError ({why}): check that the "
+                "temperature is positive before using it"
             )
 
         return test

@@ -108,7 +108,7 @@ def _diagnose(out: torch.Tensor, queries, keys, values) -> None:
     raise Hint("the context vectors differ from softmax(queries @ keys^T / sqrt(d_k)) @ values")
 
 
-@register("ex-04-context-vectors", "Context vectors from queries, keys and values")
+@register("ex-04-context-vectors", "Context vectors in one function")
 def context_vectors(context_fn):
     """Check ``context_fn(queries, keys, values)`` -> ``softmax(Q K^T / sqrt(d_k), dim=-1) @ V``."""
     # d_k = 3 and d_v = 4 differ, so every wrong scale gives a different answer.
@@ -229,7 +229,7 @@ def _diagnose_copy(source, target, inputs) -> None:
         raise Hint("the weights were copied but the outputs differ; did you change anything else?")
 
 
-@register("ex-04-copy-weights", "Copy nn.Parameter weights into nn.Linear layers")
+@register("ex-04-copy-weights", "Same weights, same outputs")
 def copy_weights(copy_fn):
     """Check ``copy_fn(params_version, linear_version)``: afterwards both give the same outputs."""
     from torch import nn

@@ -50,7 +50,7 @@ def _sized(run, fix: str):
 # ---------------------------------------------------------------- ex-05-split-heads
 
 
-@register("ex-05-split-heads", "Split a projection into heads and merge them back")
+@register("ex-05-split-heads", "Split into heads and merge back")
 def split_merge(split_heads, merge_heads):
     """Check ``split_heads(x, num_heads)`` and ``merge_heads(heads)``."""
     B, T, H, hd = 2, 5, 3, 4
@@ -245,7 +245,7 @@ def _diagnose(theirs: nn.MultiheadAttention, mha: MultiHeadAttention) -> None:
         raise Hint("copy the output projection's bias too: out_proj.bias")
 
 
-@register("ex-05-torch-twin", "Copy our weights into torch.nn.MultiheadAttention")
+@register("ex-05-torch-twin", "Our weights in PyTorch's multi-head attention")
 def torch_twin(to_torch_attention):
     """Check ``to_torch_attention(mha) -> nn.MultiheadAttention`` with the same outputs."""
 

@@ -188,7 +188,7 @@ def _reference_padded_softmax(scores, key_padding_mask):
     return weights.masked_fill(fully_padded, 0.0)
 
 
-@register("ex-06-padding", "Hide padded keys without NaN")
+@register("ex-06-padding", "Hide the padding without NaN")
 def padding(padded_softmax):
     generator = torch.Generator().manual_seed(60)
     B, T_q, T_kv = 2, 3, 5
@@ -307,7 +307,7 @@ def padding(padded_softmax):
         grad = scores_in.grad
         if grad is None or torch.isnan(grad).any():
             raise Hint(
-                "the forward pass is right but the gradient of the scores has NaN: the softmax "
+                "the gradient of the scores has NaN although the weights have none: the softmax "
                 "computed NaN for the fully padded rows (an additive -inf mask, scores + mask, "
                 "or masking with -inf everywhere) and zeroing those rows afterwards does not "
                 "stop NaN flowing backwards (0 * NaN = NaN). Use masked_fill on the scores, "

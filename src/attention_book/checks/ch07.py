@@ -53,7 +53,7 @@ def _strictly_lower(T: int) -> torch.Tensor:
 # ---------------------------------------------------------------- ex-07-causal-softmax
 
 
-@register("ex-07-causal-softmax", "Causal attention weights from scores")
+@register("ex-07-causal-softmax", "Causal weights from scores")
 def causal_softmax(causal_weights):
     """Check ``causal_weights(scores) -> weights`` on (T, T) and (B, T, T) scores."""
     T = 5
@@ -289,7 +289,7 @@ _LEFT = torch.tensor([[False, False, False, False, False],
                       [True, True, True, False, False]])
 
 
-@register("ex-07-decoder-mask", "Causal mask plus padding mask")
+@register("ex-07-decoder-mask", "One mask for a padded decoder batch")
 def decoder_mask(make_mask):
     """Check ``make_mask(key_padding_mask (B, T)) -> (B, T, T)`` bool, True = hidden."""
     B, T = _RIGHT.shape
@@ -407,7 +407,7 @@ def _block_inputs(seed: int = 3):
 
 @register(
     "ex-07-decoder-block",
-    "Capstone: a decoder block from the package's pieces",
+    "Capstone: a decoder block",
     allowed=["attention_book.multihead.MultiHeadAttention"],
 )
 def decoder_block(DecoderBlock):

@@ -121,7 +121,7 @@ def _adamw_problem():
     return model, inputs, targets, [p.detach().clone() for p in reference.parameters()]
 
 
-@register("ex-08-training-step", "One complete training step")
+@register("ex-08-training-step", "Write the training step")
 def training_step(step_function):
     """Check ``training_step(model, optimizer, inputs, targets) -> float`` on a tiny model (SGD, AdamW)."""
     model, inputs, targets = _tiny_problem()
@@ -150,8 +150,8 @@ def training_step(step_function):
     def returns_the_loss():
         if isinstance(returned, torch.Tensor) and returned.requires_grad:
             raise Hint(
-                "return loss.item() (a Python float), not the loss tensor: a list of loss tensors "
-                "keeps every step's computation graph alive and the memory grows with each step"
+                "return the loss as a Python float (its .item()), not the loss tensor: a list of loss "
+                "tensors keeps every step's computation graph alive and the memory grows with each step"
             )
         value = _as_number(returned, "training_step(...)")
         if math.isclose(value, expected_losses[0], rel_tol=1e-4, abs_tol=1e-5):
@@ -178,7 +178,8 @@ def training_step(step_function):
         raise Hint(
             f"the returned loss {value:.4f} is not the next-token cross-entropy of the batch "
             f"before the update ({expected_losses[0]:.4f}): compute logits = model(inputs), then "
-            "the loss over all positions, and return loss.item() before or after the update"
+            "the loss over all positions, and return its value (a Python float) from before or "
+            "after the update"
         )
 
     def updates_the_parameters():
@@ -260,7 +261,7 @@ def _variants(logits, targets):
     }
 
 
-@register("ex-08-accuracy", "Last-token accuracy")
+@register("ex-08-accuracy", "Next-token accuracy")
 def accuracy(last_token_accuracy):
     """Check ``last_token_accuracy(logits, targets) -> float`` on crafted logits."""
     logits, targets = _accuracy_case()

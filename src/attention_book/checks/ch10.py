@@ -67,7 +67,7 @@ def _flops_diagnosis(answer, B, T, d, H) -> str:
     return ""
 
 
-@register("ex-10-flops", "FLOPs of multi-head attention")
+@register("ex-10-flops", "Count the FLOPs")
 def flops(attention_flops):
     """Check ``attention_flops(batch_size, num_tokens, d_model, num_heads) -> int``."""
 

@@ -50,6 +50,9 @@ from __future__ import annotations
 
 import functools
 import html
+import os
+import sys
+import sysconfig
 import traceback
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, NamedTuple, Sequence, Tuple, Union
@@ -72,11 +75,19 @@ __all__ = [
     "close",
     "NOT_IMPLEMENTED",
     "WRITE_YOUR_OWN",
+    "VALUES_FIRST",
 ]
 
 NOT_IMPLEMENTED = "not implemented yet"
-GUARD_HINT = (
-    "this check counts once your answer's values are right: no value check passed yet"
+#: what a guard that passed says while no value check has passed (it still counts as failed)
+GUARD_HINT = "not checked until the values are right (no value check passed yet)"
+#: what a failed check says when an earlier check already printed the same hint
+SAME_HINT = "the same mistake as above"
+#: the hint of a test of a derived property (gradients, ...) while the values are wrong: the
+#: verdict shows it as waiting, not as FAIL (it still counts as failed)
+VALUES_FIRST = (
+    "not checked until the values are right: with wrong values this property cannot be judged "
+    "(the checks above say what is wrong)"
 )
 
 
@@ -105,6 +116,10 @@ class Verdict:
     failed: List[Tuple[str, str]] = field(default_factory=list)  # (test name, hint)
     not_implemented: bool = False
     write_your_own: str = ""  # why the answer was refused (it is or uses the package's code)
+    #: guards that passed while no value check did: in ``failed`` (they score 0), but shown as
+    #: "not checked until the values are right" rather than FAIL
+    pending: List[str] = field(default_factory=list)
+    order: List[str] = field(default_factory=list)  # test names in the order the check lists them
 
     @property
     def total(self) -> int:
@@ -140,16 +155,44 @@ class Verdict:
             "write_your_own": self.write_your_own,
         }
 
+    def results(self) -> List[Tuple[str, str, str]]:
+        """``(status, test name, hint)`` per test, in the check's order; status is "PASS",
+        "FAIL" or "WAIT" (a guard not checked until the values are right). A hint that an earlier
+        failed test already gave is replaced by :data:`SAME_HINT`, so each hint is read once."""
+        hints = dict(self.failed)
+        names = [n for n in self.order if n in hints or n in self.passed]
+        names += [n for n in self.passed + [n for n, _ in self.failed] if n not in names]
+        out: List[Tuple[str, str, str]] = []
+        seen: List[str] = []
+        for name in names:
+            if name in self.pending:
+                out.append(("WAIT", name, GUARD_HINT))
+            elif hints.get(name, "").startswith("not checked until the values are right"):
+                out.append(("WAIT", name, hints[name]))
+            elif name in hints:
+                hint = hints[name]
+                earlier = next((h for h in seen if hint.startswith(h)), None)
+                if earlier is not None:  # the same words again, perhaps with an addition
+                    hint = SAME_HINT + hint[len(earlier):]
+                else:
+                    seen.append(hint)
+                out.append(("FAIL", name, hint))
+            else:
+                out.append(("PASS", name, ""))
+        return out
+
     def summary(self) -> str:
         if self.not_implemented:
             return f"{self.name}: {NOT_IMPLEMENTED}"
         if self.write_your_own:
             return f"{self.name}: {WRITE_YOUR_OWN}: {self.write_your_own}"
         if self.ok:
-            return f"{self.name}: all {self.total} checks passed"
-        return f"{self.name}: {len(self.passed)}/{self.total} checks passed; " + "; ".join(
-            hint for _, hint in self.failed
-        )
+            return f"{self.name}: all {_count(self.total, 'check')} passed"
+        hints = []
+        for _, hint in self.failed:
+            if hint not in hints:
+                hints.append(hint)
+        return f"{self.name}: {len(self.passed)} of {_count(self.total, 'check')} passed; " + "; ".join(hints)
 
     def __str__(self) -> str:
         head = f"{self.name}: {self.title}"
@@ -161,12 +204,19 @@ class Verdict:
         if self.write_your_own:
             return f"{head}\n  ... {WRITE_YOUR_OWN}: {self.write_your_own}"
         lines = [head]
-        lines += [f"  PASS  {name}" for name in self.passed]
-        lines += [f"  FAIL  {name}\n        hint: {hint}" for name, hint in self.failed]
+        for status, name, hint in self.results():
+            if status == "PASS":
+                lines.append(f"  PASS  {name}")
+            elif status == "WAIT":
+                lines.append(f"  ....  {name}: not checked until the values are right")
+                if hint not in (GUARD_HINT, VALUES_FIRST) and not hint.startswith(VALUES_FIRST):
+                    lines.append(f"        {hint}")
+            else:
+                lines.append(f"  FAIL  {name}\n        hint: {hint}")
         if self.ok:
-            lines.append(f"  Well done: all {self.total} checks passed.")
+            lines.append(f"  Well done: all {_count(self.total, 'check')} passed.")
         else:
-            lines.append(f"  {len(self.passed)} of {self.total} checks passed; read the hints above.")
+            lines.append(f"  {len(self.passed)} of {_count(self.total, 'check')} passed; read the hints above.")
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -189,15 +239,46 @@ class Verdict:
 
 Test = Union[Tuple[str, Callable[[], None]], Guard]
 
+
+def _count(n: int, noun: str) -> str:
+    """``"1 check"``, ``"3 checks"``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
 #: exercise id -> self-check function
 REGISTRY: Dict[str, Callable[..., Verdict]] = {}
 #: exercise id -> the latest verdict in this Python process (read by the autograder)
 HISTORY: Dict[str, Verdict] = {}
 
 
+def _library_folders() -> Tuple[str, ...]:
+    """Folders whose code is not the reader's: this package, the standard library, site-packages."""
+    folders = {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}  # attention_book/
+    for path in (sys.prefix, sys.base_prefix, sys.exec_prefix, *sysconfig.get_paths().values()):
+        if path:
+            folders.add(os.path.abspath(path))
+    return tuple(sorted(folders))
+
+
+def _readers_frame(exc: BaseException):
+    """The innermost traceback frame in the reader's own code (a notebook cell, a script), or None.
+
+    Frames inside this package (the checks), the standard library or installed packages (torch)
+    are skipped: a line of the checks means nothing to the reader and is never shown."""
+    library = _library_folders()
+    found = None
+    for frame in traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []:
+        name = frame.filename or ""
+        if name.startswith("<frozen") or (
+            os.path.isabs(name) and os.path.abspath(name).startswith(library)
+        ):
+            continue
+        found = frame
+    return found
+
+
 def _describe(exc: BaseException) -> str:
-    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-    where = f" (line {frame.lineno}: `{frame.line}`)" if frame and frame.line else ""
+    frame = _readers_frame(exc)
+    where = f" (line {frame.lineno} of your code: `{frame.line}`)" if frame and frame.line else ""
     return f"your code raised {type(exc).__name__}: {exc}{where}"
 
 
@@ -206,7 +287,7 @@ def run_tests(exercise: str, title: str, tests: Sequence[Test]) -> Verdict:
 
     A :class:`Guard` that passed is turned into a failure when no ordinary test passed.
     """
-    verdict = Verdict(exercise, title)
+    verdict = Verdict(exercise, title, order=[entry[0] for entry in tests])
     guards: List[str] = []
     values_passed = 0
     for entry in tests:
@@ -234,6 +315,7 @@ def run_tests(exercise: str, title: str, tests: Sequence[Test]) -> Verdict:
         order = {entry[0]: index for index, entry in enumerate(tests)}
         verdict.passed = [name for name in verdict.passed if name not in guards]
         verdict.failed += [(name, GUARD_HINT) for name in guards]
+        verdict.pending = list(guards)
         verdict.failed.sort(key=lambda failure: order.get(failure[0], len(order)))
     HISTORY[exercise] = verdict
     return verdict

@@ -1,24 +1,28 @@
 """Instructor kit: the student release and the autograder, both read from the chapter notebooks.
 
-=================  ==============================================================================
-module             what it holds
-=================  ==============================================================================
-``markup``         reads the exercise markup of a chapter (``{exercise}``, ``solution`` cells,
-                   ``# BEGIN SOLUTION`` / ``# END SOLUTION``) and turns MyST into plain Markdown
-``course``         the course as the tools see it: chapters from ``_toc.yml``, points, hidden tests
-``release``        ``attention-book release``: student notebooks without solutions, README, zip
-``grade``          ``attention-book grade``: the order of the steps below, records, the folder
-``submissions``    reading the submissions folder: file names, skipped files, chapter recognised
-``planning``       the cells that run: the release's cells + the student's answers; tamper flags
-``sandbox``        isolation of a kernel: bubblewrap, setpriv, prlimit; the allowed environment
-``runner``         running a notebook in the sandbox and asking its kernel for values
-``kernel_side``    the code the grader calls inside a submission's kernel (answers as data)
-``hidden``         the ``@hidden_test`` format and sessions (``remote``: tests of ``ns``)
-``references``     the chapter's own notebook run first: reference values, the tests run
-``scoring``        points from test results with the grader's weights, clamped
-``report``         ``grades.csv`` and ``summary.md``, escaped
-=================  ==============================================================================
+====================  ==============================================================================
+module                what it holds
+====================  ==============================================================================
+``markup``            reads the exercise markup of a chapter (``{exercise}``, ``solution`` cells,
+                      ``# BEGIN SOLUTION`` / ``# END SOLUTION``) and turns MyST into plain Markdown
+``course``            the course as the tools see it: chapters from ``_toc.yml``, points, hidden tests
+``release``           ``attention-book release``: student notebooks without solutions, README, zip
+``grade``             ``attention-book grade``: the order of the steps below, records, the folder
+``submissions``       reading the submissions folder: file names, skipped files, chapter recognised
+``planning``          the cells that run: the release's cells + the student's answers; tamper flags
+``sandbox``           isolation of a kernel: bubblewrap, setpriv, prlimit; the allowed environment
+``runner``            running a notebook in the sandbox and asking its kernel for values
+``kernel_side``       the code the grader calls inside a submission's kernel (answers as data)
+``hidden``            the ``@hidden_test`` format and sessions (``remote``: tests of ``ns``)
+``references``        the chapter's own notebook run first: reference values, the tests run
+``scoring``           points from test results with the grader's weights, clamped
+``report``            ``grades.csv`` and ``summary.md``, escaped; files written 0644
+``reference_cache``   the reference values kept between runs, keyed by everything they depend on
+``gradebook``         ``gradebook.csv`` (+ Canvas layout) and the manual points of written exercises
+``feedback``          ``feedback/<student>.md`` and ``written/<label>.md``
+``gradescope``        ``attention-book gradescope``: the grader as a Gradescope autograder zip
+====================  ==============================================================================
 
-Command line: ``attention-book release`` / ``attention-book grade FOLDER`` /
-``attention-book exercises`` (see ``attention_book.cli``).
+Command line: ``attention-book release`` / ``attention-book grade FOLDER --chapter NN`` /
+``attention-book      gradescope --chapter NN`` / ``attention-book exercises`` (see ``attention_book.cli``).
 """

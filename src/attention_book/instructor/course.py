@@ -163,7 +163,7 @@ class Course:
                     f"add `{ex.label} = 1` under [points] (0 for a written exercise graded by hand)"
                 )
                 continue
-            if self.points[ex.label] > 0 and ex.label not in hidden:
+            if self.points[ex.label] > 0 and ex.kind == "code" and ex.label not in hidden:
                 problems.append(
                     f"{ex.label} is worth {self.points[ex.label]:g} points but has no hidden test (the "
                     f"grader's points come only from instructor/hidden_tests/ch{ex.label[3:5]}.py): add "

@@ -14,37 +14,57 @@ Points are decided here, in the grader's process, never in a student's kernel:
    ``grades.csv`` and ``summary.md`` are written by the grader only (:mod:`.report`).
 
 A record ``records/<file name>.json`` per submission (written atomically) lets an interrupted run
-continue: a rerun skips files whose record names the same file, hash and grader version.
+continue: a rerun skips files whose record names the same file, hash, chapter and grader version.
+
+One output folder holds one assignment (``_build/grades/ch03/`` by default, see :func:`default_out`):
+a marker file names its chapter, and grading another chapter into it is refused, so grading
+chapter 5 never changes chapter 3's files. Besides ``grades.csv`` and ``summary.md`` the folder
+gets ``gradebook.csv`` (+ ``gradebook-canvas.csv``, :mod:`.gradebook`), ``feedback/<student>.md``
+and ``written/<label>.md`` (:mod:`.feedback`), and the reference values are kept in
+``.cache/`` (:mod:`.reference_cache`), so a rerun with nothing changed takes seconds.
+``options.student`` regrades one student; the other records are left as they are.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 from urllib.parse import quote
 
 from .course import Course
+from .feedback import exercise_reports, feedback_markdown, written_answers, written_markdown
+from .gradebook import MANUAL_FILE, ManualPoints, canvas_csv, gradebook_csv, manual_template, read_manual_points
 from .hidden import HiddenTest, load_hidden_tests
-from .markup import Chapter, Exercise
+from .markup import Chapter, Exercise, cell_text
 from .planning import Plan, plan_submission
+from .reference_cache import cache_key, load_reference_cache, save_reference_cache
 from .references import ReferenceCache, compute_references, run_tests
-from .report import CSV_COLUMNS, atomic_write, read_grades, write_outputs
+from .report import CSV_COLUMNS, atomic_write, plain_title, read_grades, write_if_changed, write_outputs
 from .runner import RunOptions, run_notebook
 from .sandbox import IsolationError, Limits, check_isolation
 from .scoring import score_exercise
 from .submissions import Submission, list_submissions, pick_chapter, read_notebook, recognise_chapter, record_name
 
 __all__ = ["GradeOptions", "GradeReport", "grade_folder", "score_exercise", "read_grades", "CSV_COLUMNS",
-           "hidden_tests_of", "run_tests", "ReferenceCache"]
+           "hidden_tests_of", "run_tests", "ReferenceCache", "default_out", "MARKER"]
 
-RECORD_VERSION = 2
+RECORD_VERSION = 3  # 3: records keep the self-check's output and the written answers
+#: the file that names the chapter an output folder holds (grading another chapter there is refused)
+MARKER = ".attention-book-grades.json"
+
+
+def default_out(chapter: Chapter, base: Path = Path("_build/grades")) -> Path:
+    """``_build/grades/ch03``: one folder per assignment (chapter)."""
+    name = f"ch{chapter.number:02d}" if chapter.number is not None else chapter.stem
+    return Path(base) / name
 
 
 @dataclass
@@ -60,6 +80,9 @@ class GradeOptions:
     quiet: bool = False
     unsafe: bool = False  # run without the sandbox (the instructor's explicit choice)
     limits: Limits = field(default_factory=Limits)
+    student: Optional[str] = None  # regrade this student only (file name, with or without .ipynb)
+    manual: Optional[Path] = None  # manual points of the written exercises (default: OUT/manual-points.csv)
+    reuse_references: bool = True  # keep the reference values in OUT/.cache between runs
 
 
 @dataclass
@@ -74,6 +97,13 @@ class GradeReport:
     csv_path: Optional[Path] = None
     summary_path: Optional[Path] = None
     modified: List[str] = field(default_factory=list)
+    references_cached: bool = False  # the reference values came from OUT/.cache
+    not_graded: List[str] = field(default_factory=list)  # --student: others without an up-to-date record
+    gradebook_path: Optional[Path] = None
+    canvas_path: Optional[Path] = None
+    feedback_dir: Optional[Path] = None
+    written_dir: Optional[Path] = None
+    manual_path: Optional[Path] = None  # the manual points file read (or the template written)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -99,11 +129,14 @@ def grade_submission(sub: Submission, course: Course, chapter: Chapter, release_
                      executed: Optional[Path]) -> dict:
     record: Dict[str, Any] = {"version": RECORD_VERSION, "file": sub.name, "sha256": sub.digest,
                               "chapter": chapter.path, "error": "", "flags": [], "answer_flags": {},
-                              "zero": {}, "results": {}, "reasons": {}, "notes": {}, "stop": None}
+                              "zero": {}, "results": {}, "reasons": {}, "notes": {}, "stop": None,
+                              "self_check": {}, "written": {}}
     read_notebook(sub)
     if sub.error:
         record["error"] = sub.error
         return record
+    written = [ex.label for ex in chapter.exercises if ex.kind == "written"]
+    record["written"] = written_answers(sub.nb, written, release_nb)
     found = recognise_chapter(sub.nb, course)
     if found is not None and found.path != chapter.path:
         record["error"] = (f"this is the notebook of {found.stem}, not of the assignment's chapter "
@@ -132,6 +165,7 @@ def grade_submission(sub: Submission, course: Course, chapter: Chapter, release_
     for label in labels:
         if label not in record["results"]:
             record["reasons"][label] = f"not evaluated: {result.stop}" if result.stop else "not evaluated"
+    record["self_check"] = self_check_outputs(plan.cells)
     if executed is not None:
         import nbformat
 
@@ -139,6 +173,27 @@ def grade_submission(sub: Submission, course: Course, chapter: Chapter, release_
         nb.cells = plan.cells
         atomic_write(executed / quote(sub.name, safe="-_."), nbformat.writes(nb))
     return record
+
+
+def self_check_outputs(cells: List[dict], limit: int = 4000) -> Dict[str, str]:
+    """What each exercise's self-check cell printed (text only, capped): the student's feedback
+    shows the diagnosis in the self-check's own words. Nothing here decides a point."""
+    found: Dict[str, str] = {}
+    for cell in cells:
+        info = (cell.get("metadata") or {}).get("attention_book_grader") or {}
+        if info.get("role") != "check" or not info.get("exercise"):
+            continue
+        texts = []
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream":
+                texts.append(cell_text({"source": output.get("text", "")}))
+            elif output.get("output_type") in ("execute_result", "display_data"):
+                texts.append(cell_text({"source": (output.get("data") or {}).get("text/plain", "")}))
+            elif output.get("output_type") == "error":
+                texts.append(f"{output.get('ename', 'Error')}: {output.get('evalue', '')}")
+        text = "\n".join(t.rstrip("\n") for t in texts if t.strip())
+        found[info["exercise"]] = (found.get(info["exercise"], "") + "\n" + text).strip("\n")[:limit]
+    return found
 
 
 def rows_for(record: dict, course: Course, exercises: List[Exercise], tests) -> Tuple[List[List[str]], dict]:
@@ -170,6 +225,64 @@ def rows_for(record: dict, course: Course, exercises: List[Exercise], tests) -> 
 # ------------------------------------------------------------------------------------------------
 
 
+def reference_values(course: Course, chapter: Chapter, tests, labels: List[str], run_options: RunOptions,
+                     out: Path, reuse: bool = True, before_run=None) -> Tuple[ReferenceCache, float, bool]:
+    """The chapter's reference values: from ``out/.cache`` when its key still matches (see
+    :mod:`.reference_cache`), else computed (``before_run()`` first, e.g. the isolation check)
+    and saved. Returns ``(cache, seconds of the reference run, taken from the cache)``."""
+    hidden_file = course.hidden_dir / f"ch{chapter.number:02d}.py" if chapter.number is not None else None
+    key = cache_key(course, chapter, hidden_file, labels)
+    if reuse:
+        cache = load_reference_cache(out, key)
+        if cache is not None:
+            return cache, 0.0, True
+    if before_run is not None:
+        before_run()
+    cache, seconds = compute_references(course, chapter, tests, labels, run_options)
+    if reuse:
+        save_reference_cache(out, key, cache)
+    return cache, seconds, False
+
+
+def _check_out_folder(out: Path, chapter: Chapter) -> None:
+    """Refuse an output folder that holds another chapter's grades (never mix two assignments)."""
+    marker = out / MARKER
+    held = None
+    if marker.is_file() and not marker.is_symlink():
+        try:
+            held = json.loads(marker.read_text(encoding="utf-8")).get("chapter")
+        except (ValueError, AttributeError):
+            held = None
+    elif (out / "records").is_dir():  # a folder from before the marker: ask its records
+        for path in sorted((out / "records").glob("*.json"))[:50]:
+            try:
+                held = json.loads(path.read_text(encoding="utf-8")).get("chapter") or held
+            except (ValueError, OSError, AttributeError):
+                continue
+            if held:
+                break
+    if held and held != chapter.path:
+        raise ValueError(f"--out {out} holds the grades of {held}; grading {chapter.path} there would "
+                         f"replace them: choose another folder (the default is one per chapter, "
+                         f"{default_out(chapter)})")
+
+
+def _pick_student(subs: List[Submission], wanted: str) -> Submission:
+    for sub in subs:
+        if wanted in (sub.name, sub.student):
+            return sub
+    close = [s.student for s in subs if wanted.lower() in s.student.lower()][:5]
+    raise ValueError(f"--student {wanted!r}: no such submission in the folder"
+                     + (f" (did you mean {', '.join(close)}?)" if close else
+                        ": give the file name without .ipynb, e.g. --student alice for alice.ipynb"))
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o755)  # readable by the instructor's group (the umask may say otherwise)
+    return path
+
+
 def grade_folder(course: Course, folder: Path, out: Path, options: Optional[GradeOptions] = None) -> GradeReport:
     """Grade every notebook in ``folder`` as ``options.chapter`` into ``out``."""
     import nbformat
@@ -185,13 +298,34 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
         raise ValueError("--chapter is required: the chapter this assignment is about (e.g. --chapter 03); "
                          "a notebook of another chapter then scores 0 instead of being graded as its own")
     chapter = pick_chapter(course, options.chapter)
+    _check_out_folder(out, chapter)
     run_options = RunOptions(timeout=options.timeout, call_timeout=options.check_timeout,
                              max_output_chars=options.max_output_chars, max_messages=options.max_messages,
                              unsafe=options.unsafe, limits=options.limits,
                              hidden_paths=[folder, out, course.hidden_dir.resolve(),
                                            course.points_file.resolve().parent])
-    out.mkdir(parents=True, exist_ok=True)
-    if not options.unsafe:
+    tests = hidden_tests_of(course, chapter)
+    exercises = [ex for ex in chapter.exercises if ex.kind == "code" and course.points_for(ex.label) > 0]
+    labels = [ex.label for ex in exercises if tests.get(ex.label)]
+    written = [ex for ex in chapter.exercises if ex.kind == "written"]
+    subs, skipped_files = list_submissions(folder)
+    only = _pick_student(subs, options.student) if options.student else None
+    manual_path = Path(options.manual) if options.manual else out / MANUAL_FILE
+    manual = ManualPoints()
+    if options.manual or manual_path.is_file():  # checked before any kernel runs: errors come first
+        manual = read_manual_points(manual_path, [s.student for s in subs], written, course.points_for,
+                                    course.points_file.name)
+    report = GradeReport(out, students=[s.name for s in subs], skipped_files=skipped_files)
+    _mkdir(out)
+    write_if_changed(out / MARKER, json.dumps({"chapter": chapter.path, "title": chapter.title}, indent=1) + "\n")
+    records_dir = _mkdir(out / "records")
+    executed = _mkdir(out / "executed") if options.keep_executed else None
+    title = plain_title(chapter.title or chapter.stem)
+    isolation_checked = []
+
+    def ensure_isolation() -> None:
+        if options.unsafe or isolation_checked:
+            return
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="ab-isolation-") as scratch:
@@ -200,23 +334,11 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
             except IsolationError as err:
                 raise IsolationError(f"{err}. Grading runs students' code: it refuses to run without isolation "
                                      "unless you pass --unsafe (only for notebooks you trust)") from None
-    tests = hidden_tests_of(course, chapter)
-    exercises = [ex for ex in chapter.exercises if course.points_for(ex.label) > 0]
-    labels = [ex.label for ex in exercises if tests.get(ex.label)]
-    subs, skipped_files = list_submissions(folder)
-    report = GradeReport(out, students=[s.name for s in subs], skipped_files=skipped_files)
-    cache, report.reference_seconds = compute_references(course, chapter, tests, labels, run_options)
-    source_nb = nbformat.read(str(course.root / chapter.path), as_version=4)
-    release_nb = release_notebook(source_nb, chapter, course.context())
-    records_dir = out / "records"
-    records_dir.mkdir(parents=True, exist_ok=True)
-    executed = out / "executed" if options.keep_executed else None
-    lock = threading.Lock()
-    records: Dict[str, dict] = {}
+        isolation_checked.append(True)
 
     def existing(sub: Submission) -> Optional[dict]:
         path = records_dir / record_name(sub.name)
-        if options.force or not path.is_file() or path.is_symlink():
+        if (options.force and (only is None or sub is only)) or not path.is_file() or path.is_symlink():
             return None
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
@@ -228,6 +350,27 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
             return None
         return record
 
+    ensure_isolation()  # refused at once, even when every record is reused (the instructor learns it now)
+    records: Dict[str, dict] = {}
+    to_grade = []
+    for sub in subs:
+        record = None if sub is only else existing(sub)
+        if record is not None:
+            record["student"] = sub.student
+            records[sub.name] = record
+        elif only is None or sub is only:
+            to_grade.append(sub)
+        else:
+            report.not_graded.append(sub.name)  # --student: the others keep their records, if any
+
+    cache: Optional[ReferenceCache] = None
+    if to_grade:
+        cache, report.reference_seconds, report.references_cached = reference_values(
+            course, chapter, tests, labels, run_options, out, options.reuse_references, ensure_isolation)
+    source_nb = nbformat.read(str(course.root / chapter.path), as_version=4)
+    release_nb = release_notebook(source_nb, chapter, course.context())
+    lock = threading.Lock()
+
     def write_all() -> None:
         rows, students = [], []
         for sub in subs:
@@ -236,40 +379,39 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
                 rows += r
                 students.append(s)
         report.csv_path, report.summary_path = write_outputs(
-            out, f"{folder.name} ({chapter.stem})", rows, students, skipped_files, course.points_file.name)
+            out, f"{title} ({folder.name})", rows, students, skipped_files, course.points_file.name,
+            not_graded=report.not_graded)
 
     def grade_one(sub: Submission) -> None:
-        record = existing(sub)
-        reused = record is not None
-        if record is None:
-            try:
-                record = grade_submission(sub, course, chapter, release_nb, labels, tests, cache, run_options,
-                                          executed)
-            except Exception as err:  # a grader bug or an odd notebook: 0 with the reason, graded again later
-                record = {"version": RECORD_VERSION, "file": sub.name, "sha256": sub.digest,
-                          "chapter": chapter.path, "error": f"the autograder failed: {type(err).__name__}: {err}",
-                          "retry": True}
-            if (record.get("stop") or "").startswith("the autograder could not run"):
-                record["retry"] = True
+        ensure_isolation()
+        try:
+            record = grade_submission(sub, course, chapter, release_nb, labels, tests, cache, run_options,
+                                      executed)
+        except Exception as err:  # a grader bug or an odd notebook: 0 with the reason, graded again later
+            record = {"version": RECORD_VERSION, "file": sub.name, "sha256": sub.digest,
+                      "chapter": chapter.path, "error": f"the autograder failed: {type(err).__name__}: {err}",
+                      "retry": True}
+        if (record.get("stop") or "").startswith("the autograder could not run"):
+            record["retry"] = True
         record["student"] = sub.student
         with lock:
-            if not reused:
-                atomic_write(records_dir / record_name(sub.name), json.dumps(record, indent=1, sort_keys=True) + "\n")
-                report.graded.append(sub.name)
-            else:
-                report.skipped.append(sub.name)
+            atomic_write(records_dir / record_name(sub.name), json.dumps(record, indent=1, sort_keys=True) + "\n")
+            report.graded.append(sub.name)
             records[sub.name] = record
             write_all()
         if not options.quiet:
             _, summary = rows_for(record, course, exercises, tests)
             print(f"  {sub.name}: {summary['points']:g}/{summary['max']:g} points "
-                  f"({record.get('seconds', 0):.1f} s)" + (" [reused]" if reused else ""), file=sys.stderr, flush=True)
+                  f"({record.get('seconds', 0):.1f} s)", file=sys.stderr, flush=True)
 
-    if options.jobs > 1:
+    report.skipped = [sub.name for sub in subs if sub.name in records]
+    if not options.quiet and report.skipped:
+        print(f"  {len(report.skipped)} of {len(subs)} already graded (records reused)", file=sys.stderr, flush=True)
+    if options.jobs > 1 and len(to_grade) > 1:
         with ThreadPoolExecutor(max_workers=options.jobs) as pool:
-            list(pool.map(grade_one, subs))
+            list(pool.map(grade_one, to_grade))
     else:
-        for sub in subs:
+        for sub in to_grade:
             grade_one(sub)
     for sub in subs:
         try:
@@ -279,5 +421,71 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
         if after != sub.digest:
             report.modified.append(sub.name)
     write_all()
+    _write_class_files(report, course, chapter, subs, records, exercises, written, tests, manual, manual_path,
+                       release_nb, title)
     report.seconds = time.monotonic() - started
     return report
+
+
+def _exercise_prompts(release_nb) -> Dict[str, str]:
+    prompts = {}
+    for cell in release_nb.get("cells", []):
+        meta = (cell.get("metadata") or {}).get("attention_book") or {}
+        if meta.get("role") == "exercise":
+            prompts[meta["exercise"]] = cell_text(cell)
+    return prompts
+
+
+class Column(NamedTuple):
+    """A gradebook column: an exercise and its points."""
+
+    label: str
+    number: str
+    max: float
+
+
+def _write_class_files(report: GradeReport, course: Course, chapter: Chapter, subs: List[Submission],
+                       records: Dict[str, dict], exercises: List[Exercise], written: List[Exercise], tests,
+                       manual: ManualPoints, manual_path: Path, release_nb, title: str) -> None:
+    """gradebook.csv (+ Canvas), feedback/<student>.md, written/<label>.md and the manual template."""
+    out = report.out
+    graded = [sub for sub in subs if sub.name in records]
+    columns = [Column(ex.label, ex.number, course.points_for(ex.label)) for ex in chapter.exercises
+               if course.points_for(ex.label) > 0 and (ex.kind == "written" or ex in exercises)]
+    entries = []
+    feedback_dir = _mkdir(out / "feedback")
+    from urllib.parse import quote
+
+    for sub in graded:
+        record = records[sub.name]
+        reports = exercise_reports(record, exercises + written, tests, course.points_for, manual)
+        entries.append({"student": sub.student, "points": {r.label: r.points for r in reports}})
+        notes = [record["error"]] if record.get("error") else []
+        notes += [f for f in record.get("flags") or []]
+        if record.get("stop") and not record.get("error"):
+            notes.append(f"the run stopped early: {record['stop']}")
+        write_if_changed(feedback_dir / (quote(sub.student, safe="-_.") + ".md"),
+                         feedback_markdown(sub.student, title, reports, notes))
+    report.feedback_dir = feedback_dir
+    report.gradebook_path = out / "gradebook.csv"
+    write_if_changed(report.gradebook_path, gradebook_csv(entries, columns))
+    report.canvas_path = out / "gradebook-canvas.csv"
+    write_if_changed(report.canvas_path, canvas_csv(entries, columns, f"{title} (autograded)"))
+    if written:
+        written_dir = _mkdir(out / "written")
+        prompts = _exercise_prompts(release_nb)
+        for ex in written:
+            items = []
+            for sub in graded:
+                record = records[sub.name]
+                items.append({"student": sub.student, "answer": (record.get("written") or {}).get(ex.label, ""),
+                              "points": manual.get(sub.student, ex.label),
+                              "comment": manual.comments.get((sub.student, ex.label), "")})
+            write_if_changed(written_dir / f"{ex.label}.md",
+                             written_markdown(ex, prompts.get(ex.label, ""), items, course.points_for,
+                                              manual_path.name))
+        report.written_dir = written_dir
+        template = out / MANUAL_FILE
+        if not template.exists():  # the instructor's file once written: never replaced
+            atomic_write(template, manual_template([s.student for s in graded], written, course.points_for))
+    report.manual_path = manual_path if manual.path is not None or (out / MANUAL_FILE).exists() else None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import io
+import re
 import shutil
 import tempfile
 import time
@@ -71,6 +72,46 @@ def _set_source(cell, text: str) -> None:
     cell["source"] = text.splitlines(keepends=True)
 
 
+#: what the student edition says instead of a sentence about the site's solution dropdowns
+NO_SOLUTIONS = "This student edition has no solutions: write your own answer, then run its self-check."
+_DROPDOWN = re.compile(r"\bdrop-?downs?\b", re.IGNORECASE)
+_FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,}).*?^[ ]{0,3}\1[ \t]*$", re.MULTILINE | re.DOTALL)
+_SENTENCE = re.compile(r"[^.!?]*?[.!?](?=\s|$)|[^.!?]+$", re.DOTALL)
+
+
+def _replace_sentences(text: str) -> str:
+    out = []
+    for paragraph in re.split(r"(\n[ \t]*\n)", text):  # a sentence never crosses a blank line
+        if not _DROPDOWN.search(paragraph):
+            out.append(paragraph)
+            continue
+        said = False
+        pieces = []
+        for match in _SENTENCE.finditer(paragraph):
+            sentence = match.group(0)
+            if _DROPDOWN.search(sentence):
+                lead = sentence[: len(sentence) - len(sentence.lstrip())]
+                sentence = "" if said else lead + NO_SOLUTIONS
+                said = True
+            pieces.append(sentence)
+        out.append("".join(pieces))
+    return "".join(out)
+
+
+def student_text(markdown: str) -> str:
+    """``markdown`` (already plain Markdown) with each sentence that promises a dropdown, such as
+    "The solutions are hidden behind a dropdown: try first.", replaced by :data:`NO_SOLUTIONS`:
+    the student edition has neither dropdowns nor solutions. Code blocks are left alone; a
+    sentence may run over several lines of its paragraph."""
+    out, position = [], 0
+    for fence in _FENCE.finditer(markdown):
+        out.append(_replace_sentences(markdown[position:fence.start()]))
+        out.append(fence.group(0))
+        position = fence.end()
+    out.append(_replace_sentences(markdown[position:]))
+    return "".join(out)
+
+
 def release_notebook(nb, chapter: Chapter, ctx: ConvertContext, version: str = ""):
     """Return the student edition of a (source) notebook."""
     nb = copy.deepcopy(nb)
@@ -94,7 +135,7 @@ def release_notebook(nb, chapter: Chapter, ctx: ConvertContext, version: str = "
             new["metadata"]["attention_book"] = {"exercise": exercise.label, "role": "exercise"}
         text = cell_text(cell)
         if cell["cell_type"] == "markdown":
-            _set_source(new, convert_markdown(text, ctx))
+            _set_source(new, student_text(convert_markdown(text, ctx)))
         elif cell["cell_type"] == "code":
             if role == "answer":
                 text = strip_solution(text, label, f"{chapter.path}, cell {index + 1}")

@@ -3,6 +3,9 @@
 CSV cells that a spreadsheet would read as a formula (starting with ``=``, ``+``, ``-``, ``@``,
 a tab or a carriage return) get a leading ``'``; Markdown cells have ``|``, backticks, brackets,
 ``<`` and line breaks escaped, so a student's file name cannot add rows or links to the summary.
+Every file is written atomically with mode 0644 (readable by the instructor's group; the
+temporary file ``mkstemp`` makes is 0600). :func:`plain_title` turns a chapter title with math
+("Softmax and the $1/\\sqrt{d_k}$ scale", "1/√d_k") into plain text ("1/√dₖ").
 """
 
 from __future__ import annotations
@@ -10,12 +13,14 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 import tempfile
 from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
-__all__ = ["CSV_COLUMNS", "csv_cell", "md_cell", "atomic_write", "write_outputs", "read_grades"]
+__all__ = ["CSV_COLUMNS", "csv_cell", "md_cell", "atomic_write", "write_if_changed", "write_outputs",
+           "read_grades", "plain_title", "plural"]
 
 CSV_COLUMNS = ["student", "exercise", "number", "points", "max", "message", "flags"]
 
@@ -42,6 +47,23 @@ def md_cell(value, limit: int = 300) -> str:
     return text
 
 
+SUBSCRIPTS = dict(zip("0123456789aehijklmnoprstuvx", "₀₁₂₃₄₅₆₇₈₉ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ"))
+_SUBSCRIPT = re.compile(r"(?<![A-Za-z0-9_])([A-Za-z])_\{?([0-9a-z])\}?(?![A-Za-z0-9_])")
+
+
+def plain_title(title: str) -> str:
+    """A chapter title as plain text: ``$1/\\sqrt{d_k}$`` and ``d_k`` become ``1/√dₖ``."""
+    text = re.sub(r"\\sqrt\s*\{([^{}]*)\}", r"√\1", title)
+    text = text.replace("\\sqrt", "√").replace("$", "")
+    text = _SUBSCRIPT.sub(lambda m: m.group(1) + SUBSCRIPTS.get(m.group(2), "_" + m.group(2)), text)
+    return " ".join(text.replace("\\", "").split())
+
+
+def plural(n: int, noun: str, nouns: str = "") -> str:
+    """``"1 submission"``, ``"3 submissions"``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {nouns or noun + 's'}"
+
+
 def atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -50,11 +72,23 @@ def atomic_write(path: Path, text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600: the instructor's group must read the results
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_if_changed(path: Path, text: str) -> bool:
+    """:func:`atomic_write` unless ``path`` already holds ``text`` (its time stamp then stays)."""
+    try:
+        if path.is_file() and not path.is_symlink() and path.read_text(encoding="utf-8") == text:
+            return False
+    except (OSError, UnicodeDecodeError):
+        pass
+    atomic_write(path, text)
+    return True
 
 
 def read_grades(csv_path: Path) -> Dict[Tuple[str, str], Tuple[float, float, str]]:
@@ -71,9 +105,11 @@ def read_grades(csv_path: Path) -> Dict[Tuple[str, str], Tuple[float, float, str
 
 
 def write_outputs(out: Path, title: str, rows: Sequence[List[str]], students: Sequence[dict],
-                  skipped: Sequence[Tuple[str, str]], points_file: str) -> Tuple[Path, Path]:
+                  skipped: Sequence[Tuple[str, str]], points_file: str,
+                  not_graded: Sequence[str] = ()) -> Tuple[Path, Path]:
     """``rows``: [student, label, number, points, max, message, flags] (raw, unescaped);
-    ``students``: [{"student", "points", "max", "note", "flags"}]; ``skipped``: [(name, why)]."""
+    ``students``: [{"student", "points", "max", "note", "flags"}]; ``skipped``: [(name, why)];
+    ``not_graded``: files without an up-to-date record that this run did not grade (--student)."""
     table = io.StringIO()
     writer = csv.writer(table, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
@@ -81,9 +117,10 @@ def write_outputs(out: Path, title: str, rows: Sequence[List[str]], students: Se
         writer.writerow([csv_cell(v) for v in row])
     csv_path, summary_path = out / "grades.csv", out / "summary.md"
     atomic_write(csv_path, table.getvalue())
-    lines = [f"# Grades for `{md_cell(title).replace(chr(96), '')}`", "",
-             f"{len(students)} submissions. Points per exercise: `{points_file}`; details per exercise in "
-             "`grades.csv`.", "", "| student | points | max | % | note | flags |", "|---|---:|---:|---:|---|---|"]
+    lines = [f"# Grades: {md_cell(title)}", "",
+             f"{plural(len(students), 'submission')} graded. Points per exercise: `{points_file}`; details "
+             "per exercise in `grades.csv`, per student in `feedback/`; `gradebook.csv` has one row per "
+             "student.", "", "| student | points | max | % | note | flags |", "|---|---:|---:|---:|---|---|"]
     for entry in students:
         top = entry["max"]
         percent = f"{100 * entry['points'] / top:.0f}" if top else "-"
@@ -108,5 +145,10 @@ def write_outputs(out: Path, title: str, rows: Sequence[List[str]], students: Se
     if skipped:
         lines += ["", "## Files not graded", ""]
         lines += [f"- {md_cell(name)}: {md_cell(why)}" for name, why in skipped]
+    if not_graded:
+        lines += ["", "## Not graded in this run", "",
+                  f"{plural(len(not_graded), 'file has', 'files have')} no up-to-date record and this run "
+                  "graded one student only (--student): grade the folder without --student.", ""]
+        lines += [f"- {md_cell(name)}" for name in not_graded]
     atomic_write(summary_path, "\n".join(lines) + "\n")
     return csv_path, summary_path

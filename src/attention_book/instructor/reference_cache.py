@@ -1,0 +1,131 @@
+"""Reference values kept between grading runs (a rerun with nothing changed skips the reference run).
+
+Before grading, :func:`~attention_book.instructor.references.compute_references` runs the
+chapter's own notebook and every hidden test against it (about 10-30 s per chapter). Its values
+depend only on the grader's code, the chapter notebook, the hidden tests, the points and the
+versions of Python and torch, so they are saved in the assignment's output folder
+(``.cache/reference-<key>.pt``) under a key that hashes all of those:
+
+* every ``.py`` file of the installed ``attention_book`` package (the grader version: any change
+  of the grader, the checks or the chapter code the notebook imports);
+* the chapter notebook, its hidden-test file, the points file;
+* ``sys.version``, ``torch.__version__``, the labels that are graded.
+
+An edit to any of them changes the key, and the reference run happens again. The file holds data
+only (tensors, numbers, strings, tuples, lists, dicts) and is read with
+``torch.load(weights_only=True)``; a file that does not load is ignored (the values are computed
+again). The output folder is never visible inside a sandbox.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+__all__ = ["cache_key", "load_reference_cache", "save_reference_cache", "CACHE_DIR"]
+
+CACHE_DIR = ".cache"
+FORMAT = "attention-book reference cache 1"
+
+
+def _package_files() -> Iterable[Path]:
+    import attention_book
+
+    root = Path(attention_book.__file__).resolve().parent
+    return sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def cache_key(course, chapter, hidden_file: Optional[Path], labels: Iterable[str]) -> str:
+    """Hash of everything the reference values depend on (see the module's docstring)."""
+    import torch
+
+    import attention_book
+
+    digest = hashlib.sha256(FORMAT.encode())
+    package = Path(attention_book.__file__).resolve().parent
+    for path in _package_files():
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in (course.root / chapter.path, hidden_file, course.points_file):
+        digest.update(str(path.name if path else "-").encode() + b"\0")
+        if path is not None and Path(path).is_file():
+            digest.update(Path(path).read_bytes())
+        digest.update(b"\0")
+    digest.update(f"{sys.version}|{torch.__version__}|{chapter.path}|{','.join(labels)}".encode())
+    return digest.hexdigest()
+
+
+def _path(out: Path, key: str) -> Path:
+    return Path(out) / CACHE_DIR / f"reference-{key[:32]}.pt"
+
+
+def _encode(value: Any) -> Any:
+    from .hidden import Opaque
+
+    if isinstance(value, Opaque):
+        return {"__opaque__": value.type_name, "__text__": value.text}
+    if isinstance(value, tuple):
+        return tuple(_encode(v) for v in value)
+    if isinstance(value, list):
+        return [_encode(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _encode(v) for k, v in value.items()}
+    return value
+
+
+def _decode(value: Any) -> Any:
+    from .hidden import Opaque
+
+    if isinstance(value, dict):
+        if set(value) == {"__opaque__", "__text__"}:
+            return Opaque(value["__opaque__"], value["__text__"])
+        return {k: _decode(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_decode(v) for v in value)
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
+
+
+def load_reference_cache(out: Path, key: str):
+    """The saved :class:`ReferenceCache` for ``key``, or None (missing, another key, unreadable)."""
+    import torch
+
+    from .references import ReferenceCache
+
+    path = _path(out, key)
+    if not path.is_file() or path.is_symlink():
+        return None
+    try:
+        data = torch.load(path, weights_only=True)
+    except Exception:  # noqa: BLE001 - a damaged or foreign file: compute the values again
+        return None
+    if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("key") != key:
+        return None
+    cache = ReferenceCache()
+    cache.values = {k: _decode(v) for k, v in data.get("values", {}).items()}
+    return cache
+
+
+def save_reference_cache(out: Path, key: str, cache) -> Optional[Path]:
+    """Save ``cache.values`` (replacing older keys of this folder); None if they cannot be saved."""
+    import torch
+
+    folder = Path(out) / CACHE_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    path = _path(out, key)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        torch.save({"format": FORMAT, "key": key, "values": {k: _encode(v) for k, v in cache.values.items()}}, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except Exception:  # noqa: BLE001 - a value torch cannot save: grading goes on without a cache
+        if tmp.exists():
+            tmp.unlink()
+        return None
+    for old in folder.glob("reference-*.pt"):  # one cache per folder: the current key's
+        if old != path:
+            old.unlink()
+    return path
