@@ -264,4 +264,4 @@ def soft_cap_guards(ns):
         return
     except Exception as err:
         raise Hint(f"cap=0 raised {type(err).__name__}; raise a ValueError instead") from None
-    raise Hint("cap=0 must raise ValueError: add `if cap <= 0: raise ValueError(...)`")
+    raise Hint("cap=0 must raise ValueError: check the argument before dividing by it")

@@ -464,9 +464,9 @@ def soft_cap(cap_scores):
                 return
             except Exception as err:
                 raise Hint(f"cap={cap} raised {type(err).__name__}; raise a ValueError that says the cap "
-                           "must be > 0: `if cap <= 0: raise ValueError(...)`") from None
+                           "must be positive (check the argument before you divide by it)") from None
             raise Hint(f"cap={cap} must raise ValueError (a cap <= 0 gives nan or flips every score): "
-                       "add `if cap <= 0: raise ValueError(...)`")
+                       "check the argument first and raise a ValueError that names it")
         return test
 
     def input_unchanged():
