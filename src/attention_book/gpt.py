@@ -37,7 +37,7 @@ import torch.nn.functional as F
 
 from . import validation as check
 from .multihead import MultiHeadAttention
-from .training import adamw, held_out_loss, random_windows, training_loop
+from .training import adamw, held_out_loss, random_windows, training_loop, warmup_cosine
 
 __all__ = [
     "GPTConfig",
@@ -45,7 +45,10 @@ __all__ = [
     "GPT",
     "GPT2_CONFIGS",
     "convert_gpt2_state_dict",
+    "read_safetensors",
     "TrainingSettings",
+    "CPU_SETTINGS",
+    "GPU_SETTINGS",
     "settings_for",
     "GPTTrainResult",
     "train_gpt",
@@ -483,3 +486,157 @@ def read_safetensors(path: str) -> Dict[str, torch.Tensor]:
                                 offset=start) if end > start else torch.empty(0, dtype=dtype)
         tensors[key] = flat.reshape(entry["shape"]).clone()
     return tensors
+
+
+# ----------------------------------------------------------------------------------------------
+# the chapter's training recipe
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrainingSettings:
+    """A model size and a training budget for chapter 9 (see :func:`settings_for`).
+
+    Model: ``n_layer`` blocks of ``n_head`` heads, width ``d_model``, ``context_length`` tokens,
+    ``dropout``. Training: ``steps`` AdamW updates on ``batch_size`` random windows each, peak
+    learning rate ``lr`` reached after ``warmup`` steps and decayed along a cosine
+    (:func:`attention_book.training.warmup_cosine`), weight decay on the matrices only,
+    gradients clipped to norm ``max_grad_norm``. The held-out loss is measured every
+    ``eval_every`` steps on ``eval_windows`` windows. ``seed`` seeds the model and the batches.
+    """
+
+    n_layer: int = 4
+    n_head: int = 4
+    d_model: int = 128
+    context_length: int = 64
+    dropout: float = 0.0
+    batch_size: int = 32
+    steps: int = 300
+    lr: float = 3e-3
+    warmup: int = 30
+    weight_decay: float = 0.1
+    max_grad_norm: float = 1.0
+    eval_every: int = 50
+    eval_windows: int = 128
+    seed: int = 1234
+
+    def __post_init__(self):
+        for name in ("n_layer", "n_head", "d_model", "context_length", "batch_size", "steps", "warmup",
+                     "eval_every", "eval_windows"):
+            check.positive_int(name, getattr(self, name))
+        check.probability("dropout", self.dropout)
+        check.positive_number("lr", self.lr)
+        check.positive_number("max_grad_norm", self.max_grad_norm)
+        if self.weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise TypeError(f"seed must be an int, got {self.seed!r}")
+
+    def model_config(self, vocab_size: int) -> GPTConfig:
+        """The :class:`GPTConfig` of this size for a vocabulary of ``vocab_size`` tokens."""
+        return GPTConfig(vocab_size=vocab_size, context_length=self.context_length, d_model=self.d_model,
+                         n_layer=self.n_layer, n_head=self.n_head, dropout=self.dropout, bias=True)
+
+    def replace(self, **changes) -> "TrainingSettings":
+        """A copy with some fields changed, e.g. ``settings.replace(steps=10)``."""
+        unknown = sorted(set(changes) - set(asdict(self)))
+        if unknown:
+            raise ValueError(f"TrainingSettings has no field {unknown[0]!r}; fields: {sorted(asdict(self))}")
+        return TrainingSettings(**{**asdict(self), **changes})
+
+    def tokens_per_step(self) -> int:
+        return self.batch_size * self.context_length
+
+
+#: on a CPU: a small GPT and a budget that trains in well under a minute on one core
+CPU_SETTINGS = TrainingSettings()
+#: on a CUDA GPU (e.g. Colab's T4): a larger model, longer windows, many more steps
+GPU_SETTINGS = TrainingSettings(n_layer=6, n_head=6, d_model=384, context_length=256, dropout=0.1, batch_size=64,
+                                steps=2000, lr=1e-3, warmup=100, eval_every=250, eval_windows=256)
+
+
+def settings_for(device) -> TrainingSettings:
+    """:data:`GPU_SETTINGS` on a CUDA device, :data:`CPU_SETTINGS` elsewhere (CPU, Apple's MPS).
+
+    ``device`` is a ``torch.device`` or its name (``"cuda"``, ``"cuda:0"``, ``"cpu"``, ``"mps"``).
+    """
+    if isinstance(device, str):
+        try:
+            device = torch.device(device)
+        except RuntimeError:
+            raise ValueError(f"device must name a device such as 'cpu' or 'cuda', got {device!r}") from None
+    if not isinstance(device, torch.device):
+        raise TypeError(f"device must be a torch.device or a str such as 'cuda', got {type(device).__name__}")
+    return GPU_SETTINGS if device.type == "cuda" else CPU_SETTINGS
+
+
+@dataclass
+class GPTTrainResult:
+    """What :func:`train_gpt` returns.
+
+    train_losses: the loss of every update's batch (``steps`` values).
+    held_out: ``(step, held-out loss)`` pairs: before the first update, every ``eval_every``
+        updates and after the last one.
+    tokens_seen: training tokens the model read (``steps * batch_size * context_length``).
+    seconds: wall time of the loop (evaluations included).
+    """
+
+    train_losses: List[float] = field(default_factory=list)
+    held_out: List[Tuple[int, float]] = field(default_factory=list)
+    tokens_seen: int = 0
+    seconds: float = 0.0
+
+    @property
+    def final_held_out_loss(self) -> float:
+        return self.held_out[-1][1]
+
+
+def _optimizer(model: nn.Module, settings: TrainingSettings) -> torch.optim.Optimizer:
+    """AdamW; weight decay on the matrices only (not on biases and layer-norm gains)."""
+    matrices = [p for p in model.parameters() if p.ndim >= 2]
+    vectors = [p for p in model.parameters() if p.ndim < 2]
+    groups = [{"params": matrices, "weight_decay": settings.weight_decay},
+              {"params": vectors, "weight_decay": 0.0}]
+    return adamw(groups, lr=settings.lr, betas=(0.9, 0.95))
+
+
+def train_gpt(model: nn.Module, train_ids: torch.Tensor, held_out_ids: torch.Tensor, settings: TrainingSettings,
+              progress: Optional[bool] = None, description: str = "training") -> GPTTrainResult:
+    """Train ``model`` on random windows of ``train_ids`` as ``settings`` say; measure the held-out loss.
+
+    ``model`` maps ``(B, T)`` token ids to ``(B, T, V)`` logits: the chapter's :class:`GPT`, or
+    chapter 8's model for a comparison on the same batches (the batches depend only on
+    ``settings.seed``). ``train_ids`` and ``held_out_ids`` are 1-D ``torch.long`` tensors (e.g.
+    :meth:`attention_book.corpus.CharTokenizer.encode_tensor`); they stay where they are and only
+    each batch is moved to the model's device. The update is the shared
+    :func:`attention_book.training.training_loop`.
+    """
+    import time
+
+    if not isinstance(settings, TrainingSettings):
+        raise TypeError(f"settings must be TrainingSettings (e.g. settings_for(device)), got {type(settings).__name__}")
+    device = next(model.parameters()).device
+    generator = torch.Generator().manual_seed(settings.seed)  # the batches: same on every device
+    result = GPTTrainResult()
+
+    def evaluate(step: int) -> None:
+        loss = held_out_loss(model, held_out_ids, settings.context_length, max_windows=settings.eval_windows)
+        result.held_out.append((step, loss))
+
+    def loss_at(step: int) -> torch.Tensor:
+        if step % settings.eval_every == 0:
+            evaluate(step)
+        inputs, targets = random_windows(train_ids, settings.batch_size, settings.context_length, generator)
+        logits = model(inputs.to(device))  # (B, T, V)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.to(device).reshape(-1))
+        result.train_losses.append(loss.item())
+        return loss
+
+    start = time.perf_counter()
+    updates = training_loop(model, _optimizer(model, settings), settings.steps, loss_at,
+                            lr_factor=warmup_cosine(settings.steps, min(settings.warmup, settings.steps)),
+                            max_grad_norm=settings.max_grad_norm, progress=progress, description=description)
+    evaluate(updates)
+    result.seconds = time.perf_counter() - start
+    result.tokens_seen = updates * settings.tokens_per_step()
+    return result
