@@ -505,6 +505,15 @@ def test_sampling_explorer_probabilities_match_plain_torch_and_the_package(tempe
     assert torch.equal(explorer.kept(), expected > 0) and abs(float(shown.sum()) - 1) < 1e-12
 
 
+def test_sampling_explorer_keeps_float64_logits_exactly():
+    logits = torch.tensor([5.572154032177765, 5.541263545158426, 1 / 3], dtype=torch.float64)
+    for given in (logits, logits.tolist(), logits.numpy()):
+        explorer = sampling_explorer(["a", "b", "c"], given)
+        assert explorer.logits == logits.tolist(), type(given)
+    explorer.logits = [0.1, 0.2, 0.3]
+    assert explorer.logits == [0.1, 0.2, 0.3]
+
+
 def test_sampling_explorer_keeps_tied_logits_in_their_order():
     tokens, logits = ["a", "b", "c", "d", "e"], [1.0, 2.0, 1.0, 1.0, 0.0]
     explorer = sampling_explorer(tokens, logits, top_k=3)

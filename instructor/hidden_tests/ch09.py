@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from attention_book.instructor.hidden import AnswerError, Hint, hidden_test, randn, same
+from attention_book.instructor.hidden import AnswerError, Hint, NotImplementedYet, hidden_test, randn, same
 
 # ---------------------------------------------------------------- ex-09-block
 
@@ -48,8 +48,8 @@ def block_other_sizes(student, reference):
         got, _ = _block(student, x, 12, 3, seed)
         want, _ = _block(reference, x, 12, 3, seed)
         same(got, want, f"prenorm_block on a (2, {T}, 12) stream", atol=1e-4,
-             hint="x + attn(ln_1(x)) first, then add mlp(ln_2(...)) of that new stream; the "
-                  "stream itself is never normalised")
+             hint="pre-norm: each sub-layer (the attention, then the MLP on the updated stream) reads "
+                  "a layer-normed copy of the stream and its output is added to the un-normalised stream")
 
 
 @hidden_test("ex-09-block", "a float64 stream stays float64")
@@ -281,6 +281,8 @@ _out
 """
     try:
         got = student.run("import torch\n" + code, weight=weight, bias=bias, x=x)
+    except NotImplementedYet:
+        raise
     except AnswerError as err:
         raise Hint(f"nn.Linear(16, 16) could not load your pairs ({err.evalue.splitlines()[-1][:150]})") from None
     same(got, x @ weight + bias, "the three nn.Linear layers on x, concatenated", atol=1e-5,

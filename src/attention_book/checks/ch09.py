@@ -179,9 +179,9 @@ def _block_diagnosis(x, parts, spies, out) -> Tuple[str, str, str]:
                 output_hint = ("the output was layer-normed: a block returns the residual stream "
                                "itself (GPT applies one final layer norm after the LAST block)")
             elif _same(outcome, ln_2(post_1 + mlp(post_1)), 1e-4):
-                output_hint = ("post-norm: the output is ln_2(stream + mlp(stream)); a pre-norm "
-                               "block returns stream + mlp(ln_2(stream)), never normalising the "
-                               "stream itself")
+                output_hint = ("post-norm: your output is the layer-normed sum of the stream and "
+                               "the MLP's output; in a pre-norm block the layer norm only feeds "
+                               "the MLP, whose output is added to the un-normalised stream")
             elif _same(outcome, x + a + mlp(ln_2(x)), 1e-4):
                 output_hint = ("the MLP read the block's input x (a 'parallel' block): in GPT-2 it "
                                "reads the stream after the attention's update")

@@ -151,6 +151,8 @@ def to_vector(name: str, value: Any, *, max_length: int = 200) -> List[float]:
         raise TypeError(f"{name} must be a 1-D tensor or list of numbers, got {type(value).__name__}")
     try:
         tensor = torch.as_tensor(value.detach() if isinstance(value, torch.Tensor) else value)
+        if tensor.is_floating_point() and not isinstance(value, torch.Tensor):
+            tensor = torch.as_tensor(value, dtype=torch.float64)  # a list of floats: no float32 rounding
     except (TypeError, ValueError, RuntimeError) as error:
         raise TypeError(
             f"{name} must be a 1-D tensor, array or list of numbers, got {type(value).__name__} ({error})"
