@@ -79,6 +79,18 @@ def test_block_is_pre_norm_with_the_books_attention():
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, 8))
 
 
+def test_post_norm_block_normalises_the_stream_after_each_addition():
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=10, context_length=8, d_model=16, n_layer=2, n_head=4, pre_norm=False)
+    block = Block(config).eval()
+    x = torch.randn(2, 8, 16)
+    after_attention = block.ln_1(x + block.attn(x))
+    expected = block.ln_2(after_attention + block.mlp(after_attention))
+    torch.testing.assert_close(block(x), expected)
+    assert isinstance(GPT(config).ln_f, torch.nn.Identity)  # the last ln_2 already normalised the stream
+    assert isinstance(small_gpt().ln_f, torch.nn.LayerNorm)  # pre-norm: the plain sum needs one at the top
+
+
 def test_gpt_shapes_loss_weights_and_tied_output_layer():
     model = small_gpt().eval()
     idx = torch.randint(0, 23, (3, 12))

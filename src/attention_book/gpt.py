@@ -49,6 +49,7 @@ __all__ = [
     "TrainingSettings",
     "CPU_SETTINGS",
     "GPU_SETTINGS",
+    "PRE_POST_SETTINGS",
     "settings_for",
     "GPTTrainResult",
     "train_gpt",
@@ -72,6 +73,9 @@ class GPTConfig:
     dropout: dropout on the embeddings, the attention weights and both residual branches
         (GPT-2 trained with 0.1; 0.0 for inference and for short runs).
     bias: biases in the linear layers and layer norms (GPT-2: True).
+    pre_norm: GPT-2's block, ``x + attn(ln_1(x))`` (True), or the original transformer's
+        post-norm block, ``ln_1(x + attn(x))``, without a final layer norm (False; chapter 9
+        trains both to compare them). Like ``norm_first`` of ``nn.TransformerEncoderLayer``.
     """
 
     vocab_size: int = 50_257
@@ -81,12 +85,14 @@ class GPTConfig:
     n_head: int = 12
     dropout: float = 0.0
     bias: bool = True
+    pre_norm: bool = True
 
     def __post_init__(self):
         for name in ("vocab_size", "context_length", "d_model", "n_layer", "n_head"):
             setattr(self, name, check.positive_int(name, getattr(self, name)))
         self.dropout = check.probability("dropout", self.dropout)
         self.bias = check.boolean("bias", self.bias)
+        self.pre_norm = check.boolean("pre_norm", self.pre_norm)
         if self.d_model % self.n_head:
             divisors = [k for k in range(1, self.d_model + 1) if self.d_model % k == 0]
             raise ValueError(
@@ -137,11 +143,14 @@ class Block(nn.Module):
     residual stream ``x`` and *adds* its result to it, so ``x`` itself is never replaced.
 
     ``forward(x)`` takes and returns ``(B, T, d_model)``; with ``return_weights=True`` it also
-    returns the attention weights ``(B, n_head, T, T)``.
+    returns the attention weights ``(B, n_head, T, T)``. With ``config.pre_norm=False`` the layer
+    norms sit on the stream instead, after each addition (post-norm, the original transformer's
+    order): ``x = ln_1(x + attn(x))``, then ``x = ln_2(x + mlp(x))``.
     """
 
     def __init__(self, config: GPTConfig):
         super().__init__()
+        self.pre_norm = config.pre_norm
         d = config.d_model
         self.ln_1 = nn.LayerNorm(d, bias=config.bias)
         self.attn = MultiHeadAttention(d_in=d, d_out=d, context_length=config.context_length,
@@ -154,6 +163,11 @@ class Block(nn.Module):
         self.mlp = MLP(config)
 
     def forward(self, x: torch.Tensor, return_weights: bool = False):
+        if not self.pre_norm:  # post-norm: normalise the stream itself after each addition
+            attended, weights = self.attn(x, return_weights=True)
+            x = self.ln_1(x + self.attn_dropout(attended))
+            x = self.ln_2(x + self.mlp(x))
+            return (x, weights) if return_weights else x
         attended, weights = self.attn(self.ln_1(x), return_weights=True)  # (B, T, d), (B, H, T, T)
         x = x + self.attn_dropout(attended)  # tokens have exchanged information
         x = x + self.mlp(self.ln_2(x))  # each token processed on its own
@@ -183,7 +197,9 @@ class GPT(nn.Module):
         self.position_embedding = nn.Embedding(config.context_length, config.d_model)
         self.dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
-        self.ln_f = nn.LayerNorm(config.d_model, bias=config.bias)
+        # pre-norm: the stream is a plain sum that grows with depth, normalise it once at the top;
+        # post-norm: the last block's ln_2 already did
+        self.ln_f = nn.LayerNorm(config.d_model, bias=config.bias) if config.pre_norm else nn.Identity()
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         # Weight tying (Press & Wolf 2017): the output layer scores token v by the dot product
         # with v's own embedding. One (V, d) matrix instead of two; GPT-2 does the same.
@@ -505,18 +521,18 @@ class TrainingSettings:
     ``eval_every`` steps on ``eval_windows`` windows. ``seed`` seeds the model and the batches.
     """
 
-    n_layer: int = 4
+    n_layer: int = 2
     n_head: int = 4
     d_model: int = 128
     context_length: int = 64
     dropout: float = 0.0
-    batch_size: int = 32
-    steps: int = 300
+    batch_size: int = 16
+    steps: int = 600
     lr: float = 3e-3
     warmup: int = 30
     weight_decay: float = 0.1
     max_grad_norm: float = 1.0
-    eval_every: int = 50
+    eval_every: int = 100
     eval_windows: int = 128
     seed: int = 1234
 
@@ -532,10 +548,11 @@ class TrainingSettings:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise TypeError(f"seed must be an int, got {self.seed!r}")
 
-    def model_config(self, vocab_size: int) -> GPTConfig:
+    def model_config(self, vocab_size: int, pre_norm: bool = True) -> GPTConfig:
         """The :class:`GPTConfig` of this size for a vocabulary of ``vocab_size`` tokens."""
         return GPTConfig(vocab_size=vocab_size, context_length=self.context_length, d_model=self.d_model,
-                         n_layer=self.n_layer, n_head=self.n_head, dropout=self.dropout, bias=True)
+                         n_layer=self.n_layer, n_head=self.n_head, dropout=self.dropout, bias=True,
+                         pre_norm=pre_norm)
 
     def replace(self, **changes) -> "TrainingSettings":
         """A copy with some fields changed, e.g. ``settings.replace(steps=10)``."""
@@ -548,11 +565,16 @@ class TrainingSettings:
         return self.batch_size * self.context_length
 
 
-#: on a CPU: a small GPT and a budget that trains in well under a minute on one core
+#: on a CPU: a small GPT and a budget that trains in about half a minute on one core
 CPU_SETTINGS = TrainingSettings()
 #: on a CUDA GPU (e.g. Colab's T4): a larger model, longer windows, many more steps
 GPU_SETTINGS = TrainingSettings(n_layer=6, n_head=6, d_model=384, context_length=256, dropout=0.1, batch_size=64,
                                 steps=2000, lr=1e-3, warmup=100, eval_every=250, eval_windows=256)
+
+#: chapter 9's pre-norm / post-norm comparison: 4 small blocks, a high learning rate, no warm-up
+#: (warmup=1: the full rate from the first step), 300 steps
+PRE_POST_SETTINGS = TrainingSettings(n_layer=4, n_head=4, d_model=32, context_length=32, batch_size=16,
+                                     steps=300, lr=1e-2, warmup=1, eval_every=300, eval_windows=128)
 
 
 def settings_for(device) -> TrainingSettings:

@@ -185,3 +185,39 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, temperatu
         idx = torch.cat([idx, next_id[:, None]], dim=1)  # (B, T + 1)
     model.train(was_training)
     return idx
+
+
+#: Okabe-Ito blue for kept tokens; cut ones are light grey *and* hatched (not told by colour alone)
+KEPT_COLOUR, CUT_COLOUR = "#0072B2", "#BBBBBB"
+
+
+def plot_cut(probabilities: torch.Tensor, kept: torch.Tensor, labels, title: str = "", ax=None):
+    """Draw one next-token distribution as bars: kept tokens solid blue, cut tokens grey and hatched.
+
+    ``probabilities`` and ``kept`` (bool) are 1-D over the tokens to show, ``labels`` their
+    strings (drawn with spaces as "␣" and newlines as "⏎" so they stay visible). Each kept bar
+    is labelled with its probability *after* the cut when ``probabilities`` are those; the
+    caller chooses. Returns the matplotlib ``Axes``.
+    """
+    import matplotlib.pyplot as plt
+
+    check.tensor("probabilities", probabilities, "(N,)")
+    check.ndim("probabilities", probabilities, 1, "(N,)")
+    kept = torch.as_tensor(kept, dtype=torch.bool).cpu()
+    labels = [str(label).replace(" ", "␣").replace("\n", "⏎") for label in labels]
+    if kept.shape != probabilities.shape or len(labels) != probabilities.numel():
+        raise ValueError(f"probabilities {tuple(probabilities.shape)}, kept {tuple(kept.shape)} and "
+                         f"{len(labels)} labels must all have one entry per token")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(4.0, 0.3 * len(labels) + 1.0), 2.8))
+    values = probabilities.detach().cpu().float()
+    positions = range(len(labels))
+    ax.bar([i for i in positions if kept[i]], values[kept].tolist(), color=KEPT_COLOUR, label="kept")
+    ax.bar([i for i in positions if not kept[i]], values[~kept].tolist(), color=CUT_COLOUR, hatch="///",
+           edgecolor="#666666", linewidth=0.5, label="cut")
+    ax.set_xticks(list(positions))
+    ax.set_xticklabels(labels)
+    ax.set_ylabel("probability")
+    ax.set_title(title)
+    ax.legend(loc="upper right", frameon=False)
+    return ax
