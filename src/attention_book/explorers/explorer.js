@@ -534,7 +534,7 @@ function samplingDistribution(logits, temperature, k, p) {
 function visibleToken(token) {
   // GPT-2 tokens often start with a space: show it (and newlines, tabs) instead of nothing
   if (token === "") return "(empty)";
-  return token.replace(/ /g, "\u2423").replace(/\n/g, "\u21B5").replace(/\t/g, "\u21E5");
+  return token.replace(/ /g, "\u2423").replace(/\n/g, "\u23CE").replace(/\t/g, "\u21E5");
 }
 
 // The temperature and p sliders move in steps of 0.05; their positions are integers.
