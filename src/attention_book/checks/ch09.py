@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -98,7 +98,7 @@ def _stream_input(seed: int = 3) -> torch.Tensor:
 def _block_diagnosis(x, parts, spies, out) -> Tuple[str, str, str]:
     """Hints (attention input, MLP input, output); "" where that part is right."""
     ln_1, attn, ln_2, mlp = parts
-    spy_ln_1, spy_attn, spy_ln_2, spy_mlp = spies
+    spy_ln_1, spy_attn, _, spy_mlp = spies
     with torch.no_grad():
         a = attn(ln_1(x))  # the attention's update
         stream = x + a  # the residual stream after attention
