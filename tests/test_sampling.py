@@ -122,3 +122,23 @@ def test_sampling_leaves_its_input_alone():
                    top_p_filter(logits, 1.0)):
         assert result is not logits
     assert torch.equal(logits, copy)
+
+
+def test_plot_cut_draws_kept_and_cut_bars():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from attention_book.sampling import KEPT_COLOUR, plot_cut
+
+    probabilities = torch.tensor([0.5, 0.3, 0.2])
+    ax = plot_cut(probabilities, torch.tensor([True, True, False]), ["a", " ", "\n"], title="t")
+    bars = ax.patches
+    assert len(bars) == 3 and [t.get_text() for t in ax.get_xticklabels()] == ["a", "␣", "⏎"]
+    kept = [b for b in bars if matplotlib.colors.to_hex(b.get_facecolor()) == KEPT_COLOUR.lower()]
+    assert len(kept) == 2 and sum(b.get_height() for b in kept) == pytest.approx(0.8)
+    assert [b.get_hatch() for b in bars if b not in kept] == ["///"]  # cut: not told by colour alone
+    with pytest.raises(ValueError, match="labels"):
+        plot_cut(probabilities, torch.tensor([True, False, False]), ["a"])
+    plt.close("all")

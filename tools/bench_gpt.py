@@ -37,6 +37,25 @@ def previous_token_scores(model, windows) -> torch.Tensor:
     return weights.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(1, 3))
 
 
+def word_start_scores(model, windows, tokenizer) -> torch.Tensor:
+    """(layers, heads): mean weight of a character on the first character of its word, over the
+    characters that are at least third in their word (so the word start is not the previous one)."""
+    with torch.no_grad():
+        _, weights = model(windows, return_weights=True)  # (L, B, H, T, T)
+    separators = torch.tensor([tokenizer.encode(c)[0] for c in " \n"])
+    is_gap = torch.isin(windows, separators)  # (B, T)
+    B, T = windows.shape
+    positions = torch.arange(T).expand(B, T)
+    # start of the current word: one after the last separator at or before t (0 if none)
+    last_gap = torch.where(is_gap, positions, torch.full_like(positions, -1)).cummax(dim=1).values
+    start = (last_gap + 1).clamp(max=T - 1)  # (B, T); a separator itself is not chosen below
+    chosen = (~is_gap) & (positions - start >= 2)
+    gathered = weights.gather(-1, start[None, :, None, :, None].expand(weights.shape[0], B, weights.shape[2], T, 1))
+    gathered = gathered.squeeze(-1)  # (L, B, H, T)
+    mask = chosen[None, :, None, :].expand_as(gathered)
+    return (gathered * mask).sum(dim=(1, 3)) / mask.sum(dim=(1, 3))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
@@ -60,6 +79,7 @@ def main(argv=None) -> int:
         scores = previous_token_scores(gpt, windows)
         best = scores.argmax().item()
         layer, head = divmod(best, scores.shape[1])
+        starts = word_start_scores(gpt, windows, tokenizer)
         pre_post = {}
         for pre_norm in (True, False):
             small = PRE_POST_SETTINGS.replace(seed=seed)
@@ -68,6 +88,7 @@ def main(argv=None) -> int:
             pre_post[pre_norm] = train_gpt(model, train_ids, held_out_ids, small, progress=False).final_held_out_loss
         rows.append(dict(seed=seed, gpt=gpt_result.final_held_out_loss, chapter8=chapter8_result.final_held_out_loss,
                          seconds=gpt_result.seconds, layer=layer, head=head, score=scores.max().item(),
+                         word_start=starts.max().item(),
                          pre=pre_post[True], post=pre_post[False]))
         print(rows[-1], flush=True)
     lines = [
@@ -77,12 +98,13 @@ def main(argv=None) -> int:
         f"load average {os.getloadavg()[0]:.1f}. Bigram baseline: {bigram:.3f}.",
         "",
         "| seed | GPT held-out | chapter 8's model | GPT training s | best previous-token head | score "
-        "| pre-norm | post-norm |",
-        "|---|---|---|---|---|---|---|---|",
+        "| best word-start score | pre-norm | post-norm |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(f"| {r['seed']} | {r['gpt']:.3f} | {r['chapter8']:.3f} | {r['seconds']:.0f} | "
-                     f"layer {r['layer']}, head {r['head']} | {r['score']:.2f} | {r['pre']:.3f} | {r['post']:.3f} |")
+                     f"layer {r['layer']}, head {r['head']} | {r['score']:.2f} | {r['word_start']:.2f} | {r['pre']:.3f} "
+                     f"| {r['post']:.3f} |")
     n = len(rows)
     lines += [
         "",

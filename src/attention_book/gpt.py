@@ -526,10 +526,10 @@ class TrainingSettings:
     d_model: int = 128
     context_length: int = 64
     dropout: float = 0.0
-    batch_size: int = 16
-    steps: int = 600
-    lr: float = 3e-3
-    warmup: int = 30
+    batch_size: int = 32
+    steps: int = 400
+    lr: float = 1e-2
+    warmup: int = 40
     weight_decay: float = 0.1
     max_grad_norm: float = 1.0
     eval_every: int = 100
