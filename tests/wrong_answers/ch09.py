@@ -68,6 +68,11 @@ BLOCK = [
         "the attention received x itself",
     ),
     WrongAnswer(
+        "mlp-added-to-input",
+        _block("    h = x + attn(ln_1(x))\n    return x + mlp(ln_2(h))\n"),
+        "the attention's update is lost",
+    ),
+    WrongAnswer(
         "normalised-output",
         _block("    x = x + attn(ln_1(x))\n    x = x + mlp(ln_2(x))\n    return ln_2(x)\n"),
         "the output was layer-normed",
@@ -131,6 +136,14 @@ TOP_P = [
     return logits.masked_fill(cut_sorted, float("-inf"))
 '''),
         "map the sorted mask back to vocabulary order",
+    ),
+    WrongAnswer(
+        "not-sorted",
+        _top_p('''    probs = torch.softmax(logits, dim=-1)
+    cut = probs.cumsum(dim=-1) - probs >= p
+    return logits.masked_fill(cut, float("-inf"))
+'''),
+        "the cumulative sum ran over the vocabulary order",
     ),
     WrongAnswer(
         "mass-of-logits",

@@ -182,6 +182,10 @@ def _block_diagnosis(x, parts, spies, out) -> Tuple[str, str, str]:
                 output_hint = ("post-norm: your output is the layer-normed sum of the stream and "
                                "the MLP's output; in a pre-norm block the layer norm only feeds "
                                "the MLP, whose output is added to the un-normalised stream")
+            elif _same(outcome, x + m, 1e-4):
+                output_hint = ("the attention's update is lost at the end: you added the MLP's "
+                               "output to the block's input x instead of to the stream after the "
+                               "attention")
             elif _same(outcome, x + a + mlp(ln_2(x)), 1e-4):
                 output_hint = ("the MLP read the block's input x (a 'parallel' block): in GPT-2 it "
                                "reads the stream after the attention's update")
@@ -372,6 +376,9 @@ def _top_p_mistakes(logits: torch.Tensor, p: float):
     ascending_probs, ascending = probs.sort(stable=True)
     sorted_logits, logit_order = logits.double().sort(descending=True, stable=True)
     threshold = sorted_probs[n_ref - 1]
+    yield ((probs.cumsum(-1) - probs) < p,
+           "the cumulative sum ran over the vocabulary order: sort the probabilities from the most "
+           "to the least likely first, so the nucleus collects the most likely tokens")
     yield (unsort(sorted_probs.cumsum(-1) < p),
            f"off by one: the token that makes the mass REACH p belongs to the nucleus; your kept "
            f"tokens hold less than p = {p} (cut a token only when the tokens MORE likely than it "
