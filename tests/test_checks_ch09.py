@@ -84,6 +84,15 @@ def prenorm_block(x, ln_1, attn, ln_2, mlp):
     x = x + attn(norm(ln_1, x))
     return x + mlp(norm(ln_2, x))
 ''',
+        # a sub-layer called twice on the same input is wasteful, not wrong
+        '''import torch
+
+
+def prenorm_block(x, ln_1, attn, ln_2, mlp):
+    print("attention output", tuple(attn(ln_1(x)).shape))
+    x = x + attn(ln_1(x))
+    return x + mlp(ln_2(x))
+''',
     ],
     "ex-09-top-p": [
         # Hugging Face's formulation: ascending sort, cut while the mass up to a token <= 1 - p

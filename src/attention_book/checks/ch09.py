@@ -124,15 +124,15 @@ def _block_diagnosis(x, parts, spies, out) -> Tuple[str, str, str]:
     elif _same(seen_attn, ln_2(x)):
         attention_hint = ("the attention read ln_2's output: ln_1 belongs before the attention, "
                           "ln_2 before the MLP (each sub-layer has its own layer norm)")
-    elif len(spy_attn.inputs) > 1 or not _same(seen_attn, ln_1(x)):
-        attention_hint = ("the attention must be called once, on ln_1 of the block's input x "
-                          f"(it was called {len(spy_attn.inputs)} time(s) on something else)")
+    elif not all(_same(seen, ln_1(x)) for seen in spy_attn.inputs):
+        attention_hint = ("the attention must read ln_1 of the block's input x, and only that "
+                          f"(it was called {len(spy_attn.inputs)} time(s), on something else)")
 
     mlp_hint = ""
     if seen_mlp is None:
         mlp_hint = ("mlp was never called: after the attention's update the block's second "
                     "sub-layer, the MLP, reads the layer-normed stream")
-    elif _same(seen_mlp, ln_2(stream), 1e-4) and len(spy_mlp.inputs) == 1:
+    elif all(_same(seen, ln_2(stream), 1e-4) for seen in spy_mlp.inputs):
         mlp_hint = ""
     elif _same(seen_mlp, ln_2(x)):
         mlp_hint = ("the MLP read the block's input x: the two sub-layers run one after the "
@@ -155,8 +155,8 @@ def _block_diagnosis(x, parts, spies, out) -> Tuple[str, str, str]:
         mlp_hint = ("post-norm: the stream was normalised after the residual sum; in a pre-norm "
                     "block the stream itself is never normalised, only the sub-layers' inputs")
     else:
-        mlp_hint = ("the MLP must be called once, on ln_2 of the stream after the attention "
-                    "(x plus the attention's output)")
+        mlp_hint = ("the MLP must read ln_2 of the stream after the attention (x plus the "
+                    "attention's output), and only that")
 
     output_hint = ""
     if not isinstance(out, torch.Tensor):
