@@ -211,12 +211,39 @@ def test_from_pretrained_fails_fast_and_clearly_offline(monkeypatch, hide_transf
     assert "GPT.from_gpt2_state_dict" in message and "internet" in message
 
 
-def test_from_pretrained_respects_hf_hub_offline(monkeypatch):
+@pytest.mark.parametrize("hide_transformers", [False, True])
+def test_from_pretrained_respects_hf_hub_offline(monkeypatch, tmp_path, hide_transformers):
+    """HF_HUB_OFFLINE=1: no request at all; a clear error when no copy is cached (HF_HOME empty)."""
+    if hide_transformers:
+        monkeypatch.setitem(__import__("sys").modules, "transformers", None)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     start = time.perf_counter()
-    with pytest.raises(RuntimeError, match="HF_HUB_OFFLINE"):
+    with pytest.raises(RuntimeError, match="HF_HUB_OFFLINE is set"):
         GPT.from_pretrained("gpt2")
-    assert time.perf_counter() - start < 1
+    assert time.perf_counter() - start < 20  # importing transformers takes a few seconds
+
+
+def test_from_pretrained_reads_a_cached_checkpoint_without_network(monkeypatch, tmp_path):
+    """A checkpoint downloaded once (here: a small GPT-2 written as safetensors) is read offline."""
+    transformers_or_fail()
+    from safetensors.torch import save_file
+
+    reference = random_hf_gpt2(1, 2, 8, seed=4)
+    checkpoint = {k.removeprefix("transformer."): v.contiguous() for k, v in reference.state_dict().items()
+                  if k != "lm_head.weight"}
+    (tmp_path / "attention_book").mkdir()
+    save_file(checkpoint, str(tmp_path / "attention_book" / "gpt2.safetensors"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setitem(GPT2_CONFIGS, "gpt2", dict(n_layer=1, n_head=2, d_model=8))
+    ours = GPT.from_pretrained("gpt2")
+    idx = torch.randint(0, 61, (1, 16))
+    with torch.no_grad():
+        assert (ours(idx) - reference(idx).logits).abs().max() <= 1e-4
+
+
+def test_from_pretrained_refuses_unknown_names():
     with pytest.raises(ValueError, match="gpt2-medium"):
         GPT.from_pretrained("gpt3")
 

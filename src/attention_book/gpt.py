@@ -419,24 +419,37 @@ def _offline_message(name: str, reason: str) -> str:
     return (
         f"could not download GPT-2 ({name!r}): {reason}. GPT.from_pretrained needs the internet "
         "(e.g. Google Colab). Offline, build the model from a state dict you have: "
-        "GPT.from_gpt2_state_dict(torch.load(path), n_head=12), or run the chapter's cells on the "
-        "model it trained (they do so by themselves)."
+        "GPT.from_gpt2_state_dict(torch.load(path), n_head=12), or use a model you trained "
+        "(chapter 9's cells fall back to theirs)."
     )
 
 
-def _download_gpt2(name: str, timeout: float) -> Dict[str, torch.Tensor]:
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
-        raise RuntimeError(_offline_message(name, "HF_HUB_OFFLINE is set"))
-    try:
-        import transformers  # noqa: F401  (installed in Colab)
-    except ImportError:
-        transformers = None
-    if transformers is not None:
-        _check_reachable(name, timeout)
-        from transformers import GPT2LMHeadModel
+def _cache_path(filename: str) -> str:
+    folder = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "attention_book")
+    return os.path.join(folder, filename)
 
-        return GPT2LMHeadModel.from_pretrained(name).state_dict()
-    return read_safetensors(_cached_download(_HUB_FILE.format(name=name), f"{name}.safetensors", timeout))
+
+def _download_gpt2(name: str, timeout: float) -> Dict[str, torch.Tensor]:
+    """GPT-2's state dict: from our cache, else through transformers, else one file from the hub."""
+    cached = _cache_path(f"{name}.safetensors")
+    if os.path.isfile(cached):  # downloaded before without transformers: no network needed
+        return read_safetensors(cached)
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    if not offline:
+        _check_reachable(name, timeout)  # one quick request instead of a library's retries
+    try:
+        from transformers import GPT2LMHeadModel  # installed in Colab: its cache, mirrors, tokens
+    except ImportError:
+        GPT2LMHeadModel = None
+    if GPT2LMHeadModel is not None:
+        try:  # offline: only its cache (the flag also holds if huggingface_hub read the variable earlier)
+            return GPT2LMHeadModel.from_pretrained(name, local_files_only=offline).state_dict()
+        except Exception as error:  # OSError, or a connection error of the HTTP library it uses
+            reason = "HF_HUB_OFFLINE is set and transformers has no copy" if offline else f"transformers: {error}"
+            raise RuntimeError(_offline_message(name, reason)) from None
+    if offline:
+        raise RuntimeError(_offline_message(name, "HF_HUB_OFFLINE is set and no copy is cached"))
+    return read_safetensors(_cached_download(_HUB_FILE.format(name=name), cached, timeout))
 
 
 def _check_reachable(name: str, timeout: float) -> None:
@@ -455,16 +468,12 @@ def _check_reachable(name: str, timeout: float) -> None:
         raise RuntimeError(_offline_message(name, f"the hub is not reachable ({reason})")) from None
 
 
-def _cached_download(url: str, filename: str, timeout: float) -> str:
+def _cached_download(url: str, path: str, timeout: float) -> str:
     import shutil
     import urllib.error
     import urllib.request
 
-    folder = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "attention_book")
-    path = os.path.join(folder, filename)
-    if os.path.isfile(path):
-        return path
-    os.makedirs(folder, exist_ok=True)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     partial = path + ".part"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response, open(partial, "wb") as out:
@@ -473,8 +482,9 @@ def _cached_download(url: str, filename: str, timeout: float) -> str:
         if os.path.exists(partial):
             os.remove(partial)
         reason = getattr(error, "reason", error)
-        raise RuntimeError(_offline_message(filename.split(".")[0], f"the hub is not reachable ({reason})")) from None
-    os.replace(partial, path)
+        name = os.path.basename(path).split(".")[0]
+        raise RuntimeError(_offline_message(name, f"the download failed ({reason})")) from None
+    os.replace(partial, path)  # only a complete file gets the final name
     return path
 
 
