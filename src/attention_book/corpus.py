@@ -15,9 +15,8 @@ download, in Colab neither.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import Dict, Iterable, List, Tuple
 
 import torch
 
@@ -157,7 +156,3 @@ def ngram_loss(train_ids: torch.Tensor, held_out_ids: torch.Tensor, vocab_size: 
     log_probs = (counts / counts.sum(dim=1, keepdim=True)).log()  # (V, V): row = previous token
     return -log_probs[held_out_ids[:-1], targets].mean().item()
 
-
-def uniform_loss(vocab_size: int) -> float:
-    """The loss of guessing uniformly: ``ln(vocab_size)``."""
-    return math.log(check.positive_int("vocab_size", vocab_size))
