@@ -25,6 +25,7 @@ import torch
 import torch.nn as nn
 
 from . import validation as check
+from .functional import masked_softmax  # the book's one softmax (without a mask: torch.softmax)
 
 __all__ = [
     "greedy",
@@ -110,7 +111,7 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     if p == 1.0:
         return logits.clone()  # rounding must not drop the tail of the distribution
     sorted_logits, order = torch.sort(logits, dim=-1, descending=True, stable=True)  # (..., V)
-    sorted_probs = torch.softmax(sorted_logits.float(), dim=-1)
+    sorted_probs = masked_softmax(sorted_logits.float())
     mass_before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs  # probability of the better tokens
     drop_sorted = mass_before >= p  # the better tokens already reach p: this one is not needed
     drop = torch.zeros_like(drop_sorted).scatter_(-1, order, drop_sorted)  # back to vocabulary order
@@ -134,7 +135,7 @@ def next_token_probabilities(logits: torch.Tensor, temperature: float = 1.0, top
         scaled = top_k_filter(scaled, top_k)
     if top_p is not None:
         scaled = top_p_filter(scaled, top_p)
-    return torch.softmax(scaled.float() if scaled.element_size() < 4 else scaled, dim=-1)
+    return masked_softmax(scaled.float() if scaled.element_size() < 4 else scaled)
 
 
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: Optional[int] = None,
