@@ -16,12 +16,8 @@ from helpers import ROOT
 
 @lru_cache(maxsize=None)
 def _cells(chapter: str):
-    """``chapter``: "03" (notebooks/03_*.ipynb), or a notebook's path from the repository root
-    (exercise cells written apart from their chapter, e.g. "fragments/09_exercises.ipynb")."""
-    if chapter.endswith(".ipynb"):
-        path = ROOT / chapter
-    else:
-        path = next((ROOT / "notebooks").glob(f"{chapter}_*.ipynb"))
+    """``chapter``: "03" (notebooks/03_*.ipynb)."""
+    path = next((ROOT / "notebooks").glob(f"{chapter}_*.ipynb"))
     return nbformat.read(str(path), as_version=4).cells
 
 

@@ -15,10 +15,8 @@ from exercise_fixtures import answer_runner, fixture_tests, hints, solution_code
 from helpers import ROOT, execute_notebook
 from wrong_answers.ch09 import WRONG_ANSWERS
 
-#: Where the exercise cells of chapter 9 live. They are written apart from the chapter
-#: (fragments/09_exercises.ipynb) until the integrator splices them into the chapter's
-#: "## Exercises" section: then this becomes "09" (notebooks/09_gpt.ipynb), the only change.
-CHAPTER = "fragments/09_exercises.ipynb"
+#: The chapter whose exercise cells these tests read (notebooks/09_gpt.ipynb).
+CHAPTER = "09"
 #: label -> (self-check, names of the answer's objects it takes)
 CHECKS = {
     "ex-09-block": (ch09.prenorm_block, ["prenorm_block"]),
@@ -244,8 +242,8 @@ def test_the_hints_never_contain_the_solution_lines():
 
 @pytest.mark.slow
 def test_the_exercise_section_runs_top_to_bottom_in_a_fresh_kernel(tmp_path):
-    """The exercise cells (the fragment now, the chapter's section after the splice) run after a
-    short prelude, and every self-check in them reports all checks passed."""
+    """The chapter's exercise section runs on its own after a short prelude (the exercises
+    need nothing else from the chapter), and every self-check in it reports all checks passed."""
     nb = nbformat.read(str(notebook_path()), as_version=4)
     start = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
                  and c.source.startswith("## Exercises"))

@@ -17,7 +17,7 @@ import ipywidgets
 import torch
 import traitlets
 
-from ..functional import scaled_dot_product_attention
+from ..functional import masked_softmax, scaled_dot_product_attention
 from ._inputs import ExplorerInputError, Matrix, Vector, check_heads, check_int, check_projection
 from ._static import CSS, ESM, static_build, static_html
 
@@ -331,10 +331,10 @@ class SamplingExplorer(_Explorer):
         keep = torch.zeros_like(logits, dtype=torch.bool)
         keep[order[:self.top_k]] = True  # top-k
         if self.top_p < 1.0:  # top-p on what top-k left, renormalised
-            ranked = torch.softmax(scaled.masked_fill(~keep, float("-inf")), dim=-1)[order]  # (n,)
+            ranked = masked_softmax(scaled, ~keep)[order]  # (n,), cut tokens hidden
             mass_before = ranked.cumsum(dim=-1) - ranked  # of the more likely tokens
             keep[order[mass_before >= self.top_p]] = False
-        return torch.softmax(scaled.masked_fill(~keep, float("-inf")), dim=-1)
+        return masked_softmax(scaled, ~keep)
 
     def kept(self) -> torch.Tensor:
         """``True`` for the tokens the cuts keep (bool, one per token)."""
