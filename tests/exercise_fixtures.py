@@ -16,6 +16,7 @@ from helpers import ROOT
 
 @lru_cache(maxsize=None)
 def _cells(chapter: str):
+    """``chapter``: "03" (notebooks/03_*.ipynb)."""
     path = next((ROOT / "notebooks").glob(f"{chapter}_*.ipynb"))
     return nbformat.read(str(path), as_version=4).cells
 

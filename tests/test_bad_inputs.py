@@ -37,9 +37,12 @@ from attention_book.embedding import (
     next_token_windows,
     train_bpe,
 )
+from attention_book.corpus import CharTokenizer, ngram_loss, train_and_held_out_text
 from attention_book.functional import masked_softmax, scaled_dot_product_attention
+from attention_book.gpt import GPT, GPTConfig, TrainingSettings, convert_gpt2_state_dict, settings_for
 from attention_book.masks import causal_mask
 from attention_book.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
+from attention_book.sampling import apply_temperature, generate, sample_next, top_k_filter, top_p_filter
 from attention_book.scores import (
     additive_scores,
     attention_entropy,
@@ -50,6 +53,7 @@ from attention_book.scores import (
     stable_softmax,
     sum_normalize,
 )
+from attention_book.training import held_out_loss, random_windows, training_loop, warmup_cosine
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,15 @@ CONSTRUCTORS: List[Constructor] = [
                 flags=("qkv_bias", "causal")),
     Constructor(TokenAndPositionEmbedding, dict(vocab_size=10, context_length=4, embedding_dim=3),
                 sizes=("vocab_size", "context_length", "embedding_dim")),
+    # --- chapter 9
+    Constructor(GPTConfig, dict(vocab_size=10, context_length=6, d_model=8, n_layer=1, n_head=1, dropout=0.0,
+                                bias=True, pre_norm=True),
+                sizes=("vocab_size", "context_length", "d_model", "n_layer", "n_head"), probabilities=("dropout",),
+                flags=("bias", "pre_norm")),
+    Constructor(TrainingSettings, dict(n_layer=1, n_head=1, d_model=8, context_length=6, batch_size=2, steps=4,
+                                       warmup=1, eval_every=2, eval_windows=1, dropout=0.0),
+                sizes=("n_layer", "n_head", "d_model", "context_length", "batch_size", "steps", "warmup",
+                       "eval_every", "eval_windows"), probabilities=("dropout",)),
 ]
 
 BAD_SIZES = [(3.0, TypeError), (2.5, TypeError), ("3", TypeError), (True, TypeError), (None, TypeError),
@@ -173,6 +186,15 @@ def _embedding():
 
 
 Q, K, V = torch.zeros(2, 3, 4), torch.zeros(2, 5, 4), torch.zeros(2, 5, 6)
+
+
+def _gpt():
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab_size=10, context_length=6, d_model=8, n_layer=1, n_head=2))
+
+
+IDS = torch.zeros(2, 5, dtype=torch.long)  # (B, T) token ids for the chapter 9 model
+LOGITS = torch.zeros(2, 10)
 
 CALLS: List[Bad] = [
     # --- chapter 4
@@ -308,6 +330,49 @@ CALLS: List[Bad] = [
     Bad("soft_cap: cap 0", lambda: soft_cap(torch.zeros(3), 0.0), ValueError, "cap"),
     Bad("soft_cap: cap str", lambda: soft_cap(torch.zeros(3), "50"), TypeError, "cap"),
     Bad("soft_cap: int scores", lambda: soft_cap(torch.zeros(3, dtype=torch.long), 50.0), TypeError, "scores"),
+    # --- chapter 9
+    Bad("GPT: config not a GPTConfig", lambda: GPT(dict(vocab_size=10)), TypeError, "config"),
+    Bad("GPTConfig: d_model not divisible by n_head",
+        lambda: GPTConfig(vocab_size=10, context_length=6, d_model=8, n_layer=1, n_head=3), ValueError, "n_head", "3"),
+    Bad("GPT: idx float", lambda: _gpt()(IDS.float()), TypeError, "idx", "float32"),
+    Bad("GPT: idx list", lambda: _gpt()([[1, 2]]), TypeError, "idx"),
+    Bad("GPT: idx 3-D", lambda: _gpt()(IDS[None]), ValueError, "idx"),
+    Bad("GPT: idx too long", lambda: _gpt()(torch.zeros(1, 7, dtype=torch.long)), ValueError, "idx",
+        "context_length=6"),
+    Bad("GPT: idx out of the vocabulary", lambda: _gpt()(torch.tensor([[0, 10]])), ValueError, "idx", "vocab_size=10"),
+    Bad("GPT: idx on another device", lambda: _gpt()(IDS.to("meta")), ValueError, "idx", "meta"),
+    Bad("GPT: targets of another shape", lambda: _gpt()(IDS, IDS[:, :3]), ValueError, "targets", "(2, 3)"),
+    Bad("GPT: return_weights='yes'", lambda: _gpt()(IDS, return_weights="yes"), TypeError, "return_weights"),
+    Bad("convert_gpt2_state_dict: a list", lambda: convert_gpt2_state_dict([1], n_head=12), TypeError, "state_dict"),
+    Bad("convert_gpt2_state_dict: n_head=0", lambda: convert_gpt2_state_dict({}, n_head=0), ValueError, "n_head"),
+    Bad("convert_gpt2_state_dict: no wte", lambda: convert_gpt2_state_dict({}, n_head=1), ValueError, "wte.weight"),
+    Bad("GPT.from_pretrained: unknown name", lambda: GPT.from_pretrained("gpt3"), ValueError, "name", "'gpt3'"),
+    Bad("TrainingSettings.replace: unknown field", lambda: TrainingSettings().replace(colour=1), ValueError, "colour"),
+    Bad("settings_for: an int", lambda: settings_for(3), TypeError, "device"),
+    Bad("settings_for: an unknown name", lambda: settings_for("gpu"), ValueError, "device", "'gpu'"),
+    Bad("top_k_filter: k=0", lambda: top_k_filter(LOGITS, 0), ValueError, "k"),
+    Bad("top_k_filter: k=2.5", lambda: top_k_filter(LOGITS, 2.5), TypeError, "k", "2.5"),
+    Bad("top_k_filter: integer logits", lambda: top_k_filter(LOGITS.long(), 2), TypeError, "logits"),
+    Bad("top_p_filter: p=0", lambda: top_p_filter(LOGITS, 0.0), ValueError, "p must", "0.0"),
+    Bad("top_p_filter: p=1.5", lambda: top_p_filter(LOGITS, 1.5), ValueError, "p must", "1.5"),
+    Bad("top_p_filter: p as a string", lambda: top_p_filter(LOGITS, "0.9"), TypeError, "p must", "'0.9'"),
+    Bad("apply_temperature: negative", lambda: apply_temperature(LOGITS, -1.0), ValueError, "temperature", "-1.0"),
+    Bad("apply_temperature: a string", lambda: apply_temperature(LOGITS, "hot"), TypeError, "temperature"),
+    Bad("sample_next: 3-D logits", lambda: sample_next(LOGITS[None]), ValueError, "logits"),
+    Bad("sample_next: generator a seed", lambda: sample_next(LOGITS, generator=0), TypeError, "generator"),
+    Bad("generate: idx float", lambda: generate(_gpt(), IDS.float(), 2), TypeError, "idx"),
+    Bad("generate: max_new_tokens=0", lambda: generate(_gpt(), IDS, 0), ValueError, "max_new_tokens"),
+    Bad("CharTokenizer: not a str", lambda: CharTokenizer(["a", "b"]), TypeError, "text"),
+    Bad("CharTokenizer: unknown character", lambda: CharTokenizer("ab").encode("abc"), ValueError, "text", "'c'"),
+    Bad("ngram_loss: order=3", lambda: ngram_loss(IDS[0], IDS[0], 10, order=3), ValueError, "order", "3"),
+    Bad("train_and_held_out_text: unknown novel", lambda: train_and_held_out_text("ulysses"), ValueError,
+        "held_out", "'ulysses'"),
+    Bad("random_windows: float ids", lambda: random_windows(IDS[0].float(), 1, 2), TypeError, "ids"),
+    Bad("random_windows: too short", lambda: random_windows(IDS[0], 1, 5), ValueError, "ids", "context_length=5"),
+    Bad("random_windows: batch_size=0", lambda: random_windows(IDS[0], 0, 2), ValueError, "batch_size"),
+    Bad("held_out_loss: context_length=0", lambda: held_out_loss(_gpt(), IDS[0], 0), ValueError, "context_length"),
+    Bad("training_loop: steps=0", lambda: training_loop(_gpt(), None, 0, lambda step: None), ValueError, "steps"),
+    Bad("warmup_cosine: warmup > steps", lambda: warmup_cosine(5, 10), ValueError, "warmup", "10"),
     # --- shared helpers
     Bad("causal_mask(0)", lambda: causal_mask(0), ValueError, "num_tokens"),
     Bad("causal_mask(2.0)", lambda: causal_mask(2.0), TypeError, "num_tokens"),

@@ -454,3 +454,157 @@ def test_in_a_kernel_only_the_first_explorer_of_a_page_carries_the_module(journe
     assert len(code.search(first).group(1)) > 1000 and code.search(second).group(1) == ""
     assert "missing: an earlier explorer on this page carries it" in second
     assert len(code.search(dk_explorer(*journey).static_html()).group(1)) > 1000, "default: self-contained"
+
+
+# --------------------------------------------------------------------------- the sampling explorer (chapter 9)
+
+from attention_book.explorers import SamplingExplorer, demo_next_words, sampling_explorer  # noqa: E402
+
+SAMPLE_TOKENS = [" the", " a", " her", " his", "\n", " Mr", ",", " Emma"]
+SAMPLE_LOGITS = torch.tensor([3.1, 2.4, 2.2, 1.5, 0.3, -0.4, -1.0, -2.2])
+
+
+def torch_sampling(logits, temperature=1.0, top_k=None, top_p=None):
+    """Plain torch, float64: softmax(logits / T), keep the k highest, then the nucleus of mass p."""
+    scaled = torch.as_tensor(logits, dtype=torch.float64) / temperature
+    keep = torch.ones_like(scaled, dtype=torch.bool)
+    if top_k is not None:
+        keep[scaled.argsort(descending=True, stable=True)[top_k:]] = False
+    if top_p is not None and top_p < 1:
+        probs = torch.softmax(scaled.masked_fill(~keep, float("-inf")), dim=-1)
+        sorted_probs, order = probs.sort(descending=True, stable=True)
+        keep_sorted = (sorted_probs.cumsum(-1) - sorted_probs) < top_p
+        keep &= keep_sorted.scatter(0, order, keep_sorted)
+    return torch.softmax(scaled.masked_fill(~keep, float("-inf")), dim=-1)
+
+
+def test_sampling_explorer_traits_and_defaults():
+    explorer = sampling_explorer(SAMPLE_TOKENS, SAMPLE_LOGITS)
+    assert isinstance(explorer, SamplingExplorer) and explorer.kind == "sampling"
+    assert explorer.tokens == SAMPLE_TOKENS and explorer.logits == SAMPLE_LOGITS.double().tolist()
+    assert (explorer.temperature, explorer.top_k, explorer.top_p) == (1.0, 8, 1.0)  # no cut
+    assert torch.allclose(explorer.probabilities(), torch.softmax(SAMPLE_LOGITS.double(), -1), atol=1e-12)
+    assert explorer.kept().all()
+    state = explorer.get_state()
+    assert state["logits"] == explorer.logits and state["top_k"] == 8
+
+
+@pytest.mark.parametrize("temperature, top_k, top_p", [
+    (1.0, None, None), (0.5, 3, None), (1.5, None, 0.6), (0.7, 5, 0.8), (2.0, 1, 0.9), (0.1, 8, 0.05),
+    (1.25, 6, 0.95),
+])
+def test_sampling_explorer_probabilities_match_plain_torch_and_the_package(temperature, top_k, top_p):
+    from attention_book.sampling import next_token_probabilities
+
+    explorer = sampling_explorer(SAMPLE_TOKENS, SAMPLE_LOGITS, temperature=temperature, top_k=top_k, top_p=top_p)
+    shown = explorer.probabilities()
+    expected = torch_sampling(SAMPLE_LOGITS, temperature, top_k, top_p)
+    assert torch.allclose(shown, expected, atol=1e-12), (shown, expected)
+    package = next_token_probabilities(SAMPLE_LOGITS.double(), temperature=temperature, top_k=top_k, top_p=top_p)
+    assert torch.allclose(shown, package, atol=1e-12)
+    assert torch.equal(explorer.kept(), expected > 0) and abs(float(shown.sum()) - 1) < 1e-12
+
+
+def test_sampling_explorer_keeps_float64_logits_exactly():
+    logits = torch.tensor([5.572154032177765, 5.541263545158426, 1 / 3], dtype=torch.float64)
+    for given in (logits, logits.tolist(), logits.numpy()):
+        explorer = sampling_explorer(["a", "b", "c"], given)
+        assert explorer.logits == logits.tolist(), type(given)
+    explorer.logits = [0.1, 0.2, 0.3]
+    assert explorer.logits == [0.1, 0.2, 0.3]
+
+
+def test_sampling_explorer_keeps_tied_logits_in_their_order():
+    tokens, logits = ["a", "b", "c", "d", "e"], [1.0, 2.0, 1.0, 1.0, 0.0]
+    explorer = sampling_explorer(tokens, logits, top_k=3)
+    assert explorer.kept().tolist() == [True, True, True, False, False]  # "a" and "c" before "d"
+    explorer.top_k, explorer.top_p = 5, 0.7  # 0.45 + 0.16 < 0.7: two of the three ties are needed
+    assert explorer.kept().tolist() == [True, True, True, False, False]
+    assert torch.allclose(explorer.probabilities(), torch_sampling(logits, 1.0, 5, 0.7), atol=1e-12)
+
+
+def _sampling_bad_inputs():
+    tokens, logits = SAMPLE_TOKENS, SAMPLE_LOGITS
+    return [
+        ("count", lambda: sampling_explorer(tokens[:5], logits), ValueError, "5 tokens but 8 logits"),
+        ("2-D logits", lambda: sampling_explorer(tokens, logits[None]), ValueError, r"logits must be 1-D.*logits\[0, -1\]"),
+        ("one logit", lambda: sampling_explorer(tokens[:1], logits[:1]), ValueError, "pass 2 to 200"),
+        ("vocabulary", lambda: sampling_explorer([str(i) for i in range(50257)], torch.zeros(50257)), ValueError,
+         r"topk\(30\)"),
+        ("-inf", lambda: sampling_explorer(tokens, logits.masked_fill(logits < 0, float("-inf"))), ValueError,
+         r"non-finite value \(-inf\) at \[5\]"),
+        ("T small", lambda: sampling_explorer(tokens, logits, temperature=0.0), ValueError,
+         "choose temperature from 0.1 to 2.0"),
+        ("T big", lambda: sampling_explorer(tokens, logits, temperature=3), ValueError, "choose temperature from 0.1"),
+        ("T nan", lambda: sampling_explorer(tokens, logits, temperature=float("nan")), ValueError, "temperature=nan"),
+        ("T str", lambda: sampling_explorer(tokens, logits, temperature="0.7"), TypeError, "temperature must be a number"),
+        ("k zero", lambda: sampling_explorer(tokens, logits, top_k=0), ValueError, "choose top_k from 1 to 8"),
+        ("k big", lambda: sampling_explorer(tokens, logits, top_k=9), ValueError, "choose top_k from 1 to 8"),
+        ("k float", lambda: sampling_explorer(tokens, logits, top_k=2.0), TypeError, "top_k must be an int"),
+        ("k bool", lambda: sampling_explorer(tokens, logits, top_k=True), TypeError, "top_k must be an int"),
+        ("p zero", lambda: sampling_explorer(tokens, logits, top_p=0.0), ValueError, r"choose top_p from \(0, 1\]"),
+        ("p big", lambda: sampling_explorer(tokens, logits, top_p=1.5), ValueError, "top_p=1.5 is out of range"),
+        ("p str", lambda: sampling_explorer(tokens, logits, top_p="0.9"), TypeError, "top_p must be a number"),
+        ("tokens str", lambda: sampling_explorer("the a her", logits), TypeError, "split the sentence"),
+        ("logits str", lambda: sampling_explorer(tokens, "3.1 2.4"), TypeError, "logits must be a 1-D tensor"),
+        ("logits bool", lambda: sampling_explorer(tokens, logits > 0), TypeError, "logits must hold real numbers"),
+    ]
+
+
+@pytest.mark.parametrize("make, error, message", [case[1:] for case in _sampling_bad_inputs()],
+                         ids=[case[0] for case in _sampling_bad_inputs()])
+def test_sampling_explorer_bad_input_names_the_fix(make, error, message):
+    with pytest.raises(error, match=message):
+        make()
+
+
+def test_sampling_explorer_refuses_bad_slider_values_from_python_and_keeps_the_old_ones():
+    explorer = sampling_explorer(SAMPLE_TOKENS, SAMPLE_LOGITS, top_k=4, top_p=0.8, temperature=0.7)
+    for name, value, message in (("top_k", 9, "choose top_k from 1 to 8"), ("top_p", 0.0, "top_p=0.0"),
+                                 ("temperature", 2.5, "choose temperature from 0.1 to 2.0")):
+        with pytest.raises(ValueError, match=message):
+            setattr(explorer, name, value)
+    assert (explorer.top_k, explorer.top_p, explorer.temperature) == (4, 0.8, 0.7)
+    with pytest.raises(ValueError, match="5 tokens but 8 logits"):
+        explorer.tokens = SAMPLE_TOKENS[:5]
+    with pytest.raises(ValueError, match="choose top_k from 1 to 3"):
+        explorer.update(tokens=SAMPLE_TOKENS[:3], logits=SAMPLE_LOGITS[:3])  # k = 4 no longer fits
+    explorer.update(tokens=SAMPLE_TOKENS[:3], logits=SAMPLE_LOGITS[:3], top_k=2)
+    assert explorer.top_k == 2 and len(explorer.logits) == 3
+
+
+@pytest.mark.parametrize("change", [{"temperature": 0.35}, {"top_k": 3}, {"top_p": 0.45}])
+def test_sampling_slider_update_from_the_front_end_reaches_python(change):
+    explorer = sampling_explorer(SAMPLE_TOKENS, SAMPLE_LOGITS)
+    before = explorer.probabilities()
+    seen = []
+    explorer.observe(lambda event: seen.append((event["name"], event["new"])), names=list(change))
+    front_end_update(explorer, **change)
+    (name, value), = change.items()
+    assert getattr(explorer, name) == value and seen == [(name, value)]
+    assert not torch.allclose(explorer.probabilities(), before), "the front end's change must change the bars"
+
+
+def test_sampling_explorer_static_fallback_carries_its_state(monkeypatch):
+    monkeypatch.setenv("ATTENTION_BOOK_STATIC", "1")
+    explorer = sampling_explorer(SAMPLE_TOKENS, SAMPLE_LOGITS, temperature=0.8, top_k=5, top_p=0.9, title="next")
+    assert explorer.comm is None
+    html = explorer._repr_mimebundle_()[0]["text/html"]
+    assert 'data-explorer-root="sampling"' in html and "https://" not in html
+    state = json.loads(_decode(re.search(r'const data = "([^"]+)"', html).group(1)))
+    assert state == {"kind": "sampling", "title": "next", "tokens": SAMPLE_TOKENS, "logits": explorer.logits,
+                     "temperature": 0.8, "top_k": 5, "top_p": 0.9}
+    code = json.loads(_decode(re.search(r'const code = "([^"]+)"', html).group(1)))
+    assert "samplingExplorer" in code["js"] and "abx-dist" in code["css"]
+
+
+def test_demo_next_words_counts_the_novels():
+    words, logits, total = demo_next_words("Mr.", top=12)
+    assert len(words) == 12 == len(logits) and len(set(words)) == 12
+    counts = logits.exp().round()
+    assert torch.allclose(logits.exp(), counts, atol=1e-9) and bool((counts[:-1] >= counts[1:]).all())
+    assert counts.sum() <= total and words[0][0].isupper()
+    with pytest.raises(ValueError, match="pick a more frequent word"):
+        demo_next_words("Zzyzx")
+    with pytest.raises(TypeError, match="context must be a non-empty str"):
+        demo_next_words("")

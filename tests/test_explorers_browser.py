@@ -246,7 +246,7 @@ def test_controls_are_labelled_and_ids_are_unique(explorers_page):
             };
         }"""
     )
-    assert report["inputs"] == 7  # d_k, scaled | heads, causal | causal, query | step (play is a button)
+    assert report["inputs"] == 10  # d_k, scaled | heads, causal | causal, query | step | T, k, p (play: a button)
     assert report["duplicates"] == [] and report["unlabelled"] == [] and report["noValueText"] == 0
     assert_clean(page)
 
@@ -479,7 +479,7 @@ def test_explorers_follow_the_theme(explorers_page, screenshot, theme):
         if (bg.startsWith('rgba(0, 0, 0, 0')) bg = getComputedStyle(document.body).backgroundColor;
         return { text: getComputedStyle(root.querySelector('.abx-status')).color, background: bg };
     })""")
-    assert len(colours) == 4
+    assert len(colours) == 5
     for colour in colours:
         text, background = luminance(colour["text"]), luminance(colour["background"])
         if theme == "dark":
@@ -487,3 +487,155 @@ def test_explorers_follow_the_theme(explorers_page, screenshot, theme):
         else:
             assert background > 0.7 and text < 0.4, colour
     assert_clean(page)
+
+
+# --------------------------------------------------------------------------- the sampling explorer (chapter 9)
+# Positions of its sliders: temperature T = (position + 2) / 20 (0.10 .. 2.00), k = position
+# (1 .. n), p = (position + 1) / 20 (0.05 .. 1.00).
+
+
+def sampling_reference(logits, temperature, top_k, top_p):
+    """What chapter 9 samples from for these slider values (float64): the package's
+    next_token_probabilities, and plain torch with a stable sort where logits tie."""
+    from attention_book.sampling import next_token_probabilities
+
+    logits = torch.as_tensor(logits, dtype=torch.float64)
+    scaled = logits / temperature
+    keep = torch.zeros_like(logits, dtype=torch.bool)
+    order = logits.sort(descending=True, stable=True).indices
+    keep[order[:top_k]] = True
+    if top_p < 1:
+        ranked = torch.softmax(scaled.masked_fill(~keep, float("-inf")), -1)[order]
+        keep[order[(ranked.cumsum(-1) - ranked) >= top_p]] = False
+    plain = torch.softmax(scaled.masked_fill(~keep, float("-inf")), -1)
+    if len(set(logits.tolist())) == len(logits):  # no ties: the package gives the same
+        package = next_token_probabilities(logits, temperature=temperature,
+                                           top_k=None if top_k >= len(logits) else top_k,
+                                           top_p=None if top_p >= 1 else top_p)
+        assert torch.allclose(package, plain, atol=1e-12, rtol=0)
+    return plain
+
+
+def drawn_distribution(page, root='[data-explorer="sampling"]'):
+    """(final, after temperature, kept) per token index, read from the rows' data attributes."""
+    rows = page.locator(f"{root} tr.abx-dist-row").evaluate_all(
+        "(rows) => rows.map((r) => [Number(r.dataset.index), Number(r.dataset.final), Number(r.dataset.prob),"
+        " r.dataset.kept === 'true'])")
+    rows.sort()
+    final = torch.tensor([r[1] for r in rows], dtype=torch.float64)
+    before = torch.tensor([r[2] for r in rows], dtype=torch.float64)
+    kept = torch.tensor([r[3] for r in rows])
+    return final, before, kept
+
+
+def set_sampling(page, temperature, top_k, top_p, root='[data-explorer="sampling"]'):
+    """Move the three sliders with the keyboard to the given values."""
+    for name, position in (("temperature", round(temperature * 20) - 2), ("top_k", top_k - 1),
+                           ("top_p", round(top_p * 20) - 1)):
+        slider = page.locator(f'{root} [data-control="{name}"]').first
+        slider.focus()
+        slider.press("Home")
+        for _ in range(position):
+            slider.press("ArrowRight")
+        assert int(slider.input_value()) == int(slider.get_attribute("min")) + position, name
+
+
+def check_sampling_settings(page, logits, settings, root='[data-explorer="sampling"]'):
+    n = len(logits)
+    for temperature, top_k, top_p in settings:
+        set_sampling(page, temperature, top_k, top_p, root)
+        final, before, kept = drawn_distribution(page, root)
+        expected = sampling_reference(logits, temperature, top_k, top_p)
+        where = f"T={temperature}, k={top_k}, p={top_p}"
+        assert torch.equal(kept, expected > 0), where
+        assert torch.allclose(final, expected, atol=1e-12, rtol=0), where
+        scaled = torch.as_tensor(logits, dtype=torch.float64) / temperature
+        assert torch.allclose(before, torch.softmax(scaled, -1), atol=1e-12, rtol=0), where
+        status = page.locator(f"{root} .abx-status")
+        kept_mass = float(status.get_attribute("data-kept-mass"))
+        assert abs(kept_mass - float(torch.softmax(scaled, -1)[expected > 0].sum())) < 1e-12, where
+        assert f"kept {int(kept.sum())} of {n} tokens" in status.inner_text(), where
+        assert page.locator(f"{root} tr.abx-cut").count() == n - int(kept.sum()), where
+
+
+SAMPLING_SETTINGS = [(1.0, 12, 0.9), (0.5, 12, 1.0), (1.5, 5, 1.0), (0.7, 8, 0.6), (2.0, 3, 0.95),
+                     (0.1, 12, 0.5), (1.25, 1, 1.0), (0.35, 10, 0.05)]
+
+
+@pytest.fixture
+def sampling_page(explorers_page):
+    explorers_page.wait_for_selector('[data-explorer="sampling"] tr.abx-dist-row[data-final]', timeout=10_000)
+    return explorers_page
+
+
+def test_sampling_explorer_math_equals_the_package(sampling_page):
+    """The page's explorer (the words after "Mr." in Jane Austen) against attention_book.sampling."""
+    from attention_book.explorers import demo_next_words
+
+    words, logits, _ = demo_next_words("Mr.", top=12)  # what book/explorers.ipynb shows
+    page = sampling_page
+    rows = page.locator('[data-explorer="sampling"] th.abx-dist-token').all_inner_texts()
+    assert rows == words, "one row per word, the most likely first"
+    final, _, kept = drawn_distribution(page)  # the notebook's settings: T = 1, no top-k, p = 0.9
+    assert torch.allclose(final, sampling_reference(logits, 1.0, 12, 0.9), atol=1e-12, rtol=0)
+    rng = random.Random(3)
+    settings = SAMPLING_SETTINGS + [(rng.randint(2, 40) / 20, rng.randint(1, 12), rng.randint(1, 20) / 20)
+                                    for _ in range(4)]
+    check_sampling_settings(page, logits, settings)
+    assert_clean(page)
+
+
+@pytest.mark.parametrize("name", ["temperature", "top_k", "top_p"])
+def test_sampling_sliders_work_by_keyboard_and_mouse(sampling_page, screenshot, name):
+    page = sampling_page
+    set_sampling(page, 1.0, 12, 1.0)  # no cut: one step left on any slider changes the bars
+    root = page.locator('[data-explorer="sampling"]')
+    root.scroll_into_view_if_needed()
+    slider = root.locator(f'[data-control="{name}"]')
+    before = drawn_distribution(page)[0]
+    page.evaluate("() => { window.__leakedKeys = []; document.addEventListener('keydown', "
+                  "(e) => window.__leakedKeys.push(e.key)); }")
+    slider.focus()
+    slider.press("ArrowLeft")
+    after = drawn_distribution(page)[0]
+    assert not torch.equal(before, after), f"the arrow key on {name} did not change the bars"
+    assert page.evaluate("() => window.__leakedKeys") == [], "keydown reached the document"
+    assert slider.get_attribute("aria-valuetext") == root.locator(f'output[for="{slider.get_attribute("id")}"]').inner_text()
+    drag(page, "sampling", name, 0.05)
+    assert not torch.equal(after, drawn_distribution(page)[0]), f"dragging {name} did not change the bars"
+    screenshot(page, f"explorer-sampling-{name}", full_page=False)
+    assert_clean(page)
+
+
+def test_sampling_explorer_on_its_own_page_ties_whitespace_and_labels(browser, mathjax_dir, tmp_path, screenshot):
+    """The kernel-free HTML alone: tied logits keep their order, token spaces are shown, every
+    control is labelled, and cut rows are marked by more than colour."""
+    from attention_book.explorers import sampling_explorer
+
+    tokens = [" the", " a", "\n", " her", ",", " Emma", "", " Mr"]
+    logits = [2.0, 2.0, 0.5, 1.0, 1.0, -1.0, -3.0, 1.0]  # ties: (" the", " a") and (" her", ",", " Mr")
+    explorer = sampling_explorer(tokens, logits, temperature=0.9, top_k=4, top_p=1.0)
+    page, server = static_page(browser, mathjax_dir, tmp_path, "sampling", [explorer], width=390)
+    try:
+        page.wait_for_selector('[data-explorer="sampling"] tr.abx-dist-row[data-final]')
+        labels = page.locator('[data-explorer="sampling"] th.abx-dist-token').all_inner_texts()
+        assert labels == ["\u2423the", "\u2423a", "\u2423her", ",", "\u2423Mr", "\u23ce", "\u2423Emma", "(empty)"]
+        kept = drawn_distribution(page)[2]
+        assert kept.tolist() == [True, True, False, True, True, False, False, False], "top-4: ties by position"
+        check_sampling_settings(page, logits, [(0.9, 4, 1.0), (1.0, 8, 0.5), (2.0, 2, 1.0), (0.5, 6, 0.85)])
+        report = page.evaluate("""() => [...document.querySelectorAll('.abx input')].map((i) => ({
+            label: (document.querySelector(`label[for="${i.id}"]`) || {}).textContent,
+            text: i.getAttribute('aria-valuetext') }))""")
+        assert [r["label"] for r in report] == ["temperature", "top-k", "top-p"] and all(r["text"] for r in report)
+        cut = page.locator('[data-explorer="sampling"] tr.abx-cut').first
+        style = cut.evaluate("""(row) => ({ hatch: getComputedStyle(row.querySelector('.abx-dist-before')).backgroundImage,
+            line: getComputedStyle(row.querySelector('th')).textDecorationLine, text: row.lastChild.textContent })""")
+        assert "repeating-linear-gradient" in style["hatch"] and style["line"] == "line-through"
+        assert style["text"].endswith(" cut")
+        width = page.evaluate("() => document.querySelector('.abx').scrollWidth")
+        assert width <= 390, f"the sampling explorer is {width} px wide on a 390 px phone"
+        screenshot(page, "explorer-sampling-390px", full_page=True)
+        assert_clean(page)
+    finally:
+        page.context.close()
+        server.__exit__(None, None, None)

@@ -26,7 +26,7 @@ SHARED = 0  # shared helpers: no chapter of their own
 #: chapter of each top-level module; None = outside the chapter order (tools around the book)
 CHAPTER: Dict[str, Optional[int]] = {
     "utils": SHARED, "validation": SHARED, "functional": SHARED, "data": SHARED,
-    "plotting": SHARED, "masks": SHARED, "diagram": SHARED,
+    "plotting": SHARED, "masks": SHARED, "diagram": SHARED, "training": SHARED,
     "embedding": 1,
     "scores": 3,  # chapters 2 and 3
     "attention": 4,
@@ -34,6 +34,7 @@ CHAPTER: Dict[str, Optional[int]] = {
     "cross": 6,
     "causal": 7,
     "hello_world": 8,
+    "gpt": 9, "sampling": 9, "corpus": 9,
     "scale": 10, "fused": 10, "kv_cache": 10, "cost": 10, "measure": 10, "benchmark": 10,
     # around the book: may import any chapter
     "__init__": None, "__main__": None, "cli": None, "explorers": None, "checks": None, "instructor": None,

@@ -20,7 +20,11 @@ module                 what it holds
 ``multihead``          ch. 5: ``MultiHeadAttention`` (self, cross, causal, padding), wrapper
 ``cross``              ch. 6: ``CrossAttention`` (one head) with key padding masks
 ``causal``             ch. 7: ``CausalAttention`` (one head), the two masking recipes
-``hello_world``        ch. 8: ``HelloWorldModel`` and its training loop
+``training``           the training loop chapters 8 and 9 share, batches, held-out loss
+``hello_world``        ch. 8: ``HelloWorldModel`` and its training recipe
+``gpt``                ch. 9: ``GPT`` (pre-norm blocks), GPT-2 loader, training recipe
+``sampling``           ch. 9: greedy, temperature, top-k, top-p, ``generate``
+``corpus``             ch. 9: Jane Austen's novels (package data), ``CharTokenizer``
 ``fused``              ch. 10: ``FusedMultiHeadAttention`` (PyTorch's fused kernel)
 ``kv_cache``           ch. 10: ``KVCache``, ``CachedMultiHeadAttention``
 ``cost``               ch. 10: FLOPs and bytes of attention (exact counts)
@@ -32,7 +36,8 @@ module                 what it holds
 =====================  =========================================================
 
 Imports go one way: a chapter's module imports only from earlier chapters and from the shared
-helpers (``utils``, ``validation``, ``functional``, ``data``, ``plotting``, ``diagram``, ``masks``);
+helpers (``utils``, ``validation``, ``functional``, ``data``, ``plotting``, ``diagram``, ``masks``,
+``training``);
 ``tests/test_imports.py`` checks it.
 """
 

@@ -32,7 +32,6 @@ measures both recipes over 20 seeds.
 from __future__ import annotations
 
 import functools
-import os
 import time
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
@@ -44,6 +43,7 @@ import torch.nn.functional as F
 from . import validation as check
 from .functional import scaled_dot_product_attention
 from .masks import causal_mask
+from .training import adamw, progress_default, training_loop
 
 __all__ = [
     "GPT2_VOCAB_SIZE",
@@ -325,9 +325,8 @@ class TrainResult:
         return None
 
 
-def _progress_default() -> bool:
-    # The book build runs the notebooks without anyone watching: no progress bar there.
-    return os.environ.get("ATTENTION_BOOK_STATIC") != "1"
+#: kept under its old name: the book build runs the notebooks unwatched, no progress bar there
+_progress_default = progress_default
 
 
 #: the parameters that make the attention scores (queries @ keys^T); configure_optimizer slows them
@@ -362,10 +361,7 @@ def configure_optimizer(model: nn.Module, lr: float, attention_lr_factor: float 
     groups = [{"params": rest, "lr": lr}, {"params": attention, "lr": lr * attention_lr_factor}]
     if optimizer == "sgd":
         return torch.optim.SGD(groups, lr=lr)
-    try:  # one kernel for the whole update: several times faster on a CPU (PyTorch >= 2.4)
-        return torch.optim.AdamW(groups, lr=lr, fused=True)
-    except (RuntimeError, TypeError, ValueError):  # older PyTorch or a device without it
-        return torch.optim.AdamW(groups, lr=lr)
+    return adamw(groups, lr=lr)  # the fused kernel where this PyTorch has one (chapter 9 shares it)
 
 
 def train(
@@ -403,35 +399,37 @@ def train(
     if progress is None:
         progress = _progress_default()
 
-    from tqdm.auto import tqdm
-
     device = next(model.parameters()).device
     inputs, targets = inputs.to(device), targets.to(device)
     result = TrainResult()
-    model.train()
-    start = time.perf_counter()
-    for step in tqdm(range(steps), desc=description, disable=not progress):
+    last_seen = {}
+
+    def loss_at(step: int) -> Optional[torch.Tensor]:
+        """The whole batch every step; record loss, accuracy and (sometimes) the weights."""
         logits, seen = model(inputs, return_intermediates=True)
         loss = next_token_loss(logits, targets)
         result.losses.append(loss.item())
         result.accuracies.append(last_token_accuracy(logits.detach(), targets))
+        last_seen.update(step=step, weights=seen["weights"])
         if snapshot_every and step % snapshot_every == 0:
             result.snapshots.append((step, seen["weights"].cpu()))
         if stop_when_all_correct and result.accuracies[-1] == 1.0:
-            break
-        opt.zero_grad(set_to_none=True)  # forget the previous step's gradients
-        loss.backward()  # d loss / d parameter for every parameter
-        opt.step()  # move every parameter a little against its gradient
-    else:
+            return None  # stop before this update
+        return loss
+
+    start = time.perf_counter()
+    # the loop chapter 9 trains its GPT with: loss_at, zero_grad, backward, step
+    updates = training_loop(model, opt, steps, loss_at, progress=progress, description=description)
+    if updates == steps:
         # after the last update: measure once more, so the lists end with the trained model
-        step = steps
         with torch.no_grad():
             logits, seen = model(inputs, return_intermediates=True)
         result.losses.append(next_token_loss(logits, targets).item())
         result.accuracies.append(last_token_accuracy(logits, targets))
+        last_seen.update(step=steps, weights=seen["weights"])
     result.seconds = time.perf_counter() - start
-    if snapshot_every and result.snapshots[-1][0] != step:
-        result.snapshots.append((step, seen["weights"].cpu()))
+    if snapshot_every and result.snapshots[-1][0] != last_seen["step"]:
+        result.snapshots.append((last_seen["step"], last_seen["weights"].cpu()))
     model.eval()
     return result
 

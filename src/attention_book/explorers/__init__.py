@@ -14,6 +14,7 @@ function                                              chapter: what the slider c
 ``heads_explorer(tokens, inputs, W_query, W_key)``     5: number of heads (divisors of d_out)
 ``mask_explorer(tokens, inputs, W_query, W_key)``      7: causal mask on/off, the query row
 ``training_playback(tokens, snapshots, losses)``       8: the training step (and the sentence)
+``sampling_explorer(tokens, logits)``                  9: temperature, top-k and top-p cuts
 ====================================================  =======================================
 
 The widgets sync both ways: ``explorer.d_k = 2`` in Python redraws the view, and after a reader
@@ -27,28 +28,34 @@ a small self-contained ``text/html`` version of itself for the static site.
 
 Modules: ``_inputs`` (checking the reader's tensors), ``_widgets`` (the widget classes),
 ``_static`` (the kernel-free HTML packager), ``_factories`` (the four functions above),
-``_demo`` (seeded demo data), ``explorer.js`` / ``explorer.css`` (the view).
+``_demo`` (seeded demo data, and a next-word distribution counted in chapter 9's novels),
+``explorer.js`` / ``explorer.css`` (the view).
 """
 
 from __future__ import annotations
 
-from ._demo import demo_training, demo_weights
+from ._demo import demo_next_words, demo_training, demo_weights
 from ._factories import dk_explorer, heads_explorer, mask_explorer, training_playback
+from ._factories import sampling_explorer
 from ._inputs import ExplorerInputError, divisors
 from ._static import STATIC_ENV
 from ._widgets import DkExplorer, HeadsExplorer, MaskExplorer, TrainingPlayback
+from ._widgets import SamplingExplorer
 
 __all__ = [
     "dk_explorer",
     "heads_explorer",
     "mask_explorer",
     "training_playback",
+    "sampling_explorer",
     "demo_weights",
     "demo_training",
+    "demo_next_words",
     "DkExplorer",
     "HeadsExplorer",
     "MaskExplorer",
     "TrainingPlayback",
+    "SamplingExplorer",
     "divisors",
     "ExplorerInputError",
     "STATIC_ENV",

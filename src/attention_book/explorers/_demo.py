@@ -9,7 +9,7 @@ import torch
 from ..functional import scaled_dot_product_attention
 from ._inputs import check_int
 
-__all__ = ["demo_training", "demo_weights"]
+__all__ = ["demo_training", "demo_weights", "demo_next_words"]
 
 
 def demo_weights(seed: int = 123, d_in: int = 3, d_out: int = 8) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -68,3 +68,30 @@ def demo_training(seed: int = 0, steps: int = 120, every: int = 6, lr: float = 1
             W_query -= lr * W_query.grad
             W_key -= lr * W_key.grad
     return tokens, snapshots, losses
+
+
+def demo_next_words(context: str = "Mr.", top: int = 12) -> Tuple[List[str], torch.Tensor, int]:
+    """Which words follow ``context`` in Jane Austen's novels: a next-word distribution by counting.
+
+    The novels are chapter 9's corpus (``attention_book.corpus``); words are runs of letters with
+    a trailing full stop kept ("Mr."), and the punctuation marks , ; ! ? count as words. Returns
+    ``(words, logits, total)``: the ``top`` most frequent next words (ties in alphabetical order),
+    their log counts as logits (a softmax of them gives back the frequencies among these words)
+    and how often ``context`` was followed by any word. Nothing is trained; about a second.
+    """
+    import collections
+    import re
+
+    from ..corpus import load_novels
+
+    if not isinstance(context, str) or not context.strip():
+        raise TypeError(f"context must be a non-empty str such as 'Mr.', got {context!r}")
+    top = check_int("top", top, 2, 200)
+    words = re.findall(r"[A-Za-z]+\.?|[,;!?]", "\n".join(load_novels().values()))
+    following = collections.Counter(nxt for word, nxt in zip(words, words[1:]) if word == context)
+    if len(following) < 2:
+        raise ValueError(f"context={context!r} is followed by {len(following)} different word(s) in the novels: "
+                         "pick a more frequent word, e.g. 'Mr.' or 'said'")
+    ranked = sorted(following.items(), key=lambda item: (-item[1], item[0]))[:top]
+    counts = torch.tensor([count for _, count in ranked], dtype=torch.float64)
+    return [word for word, _ in ranked], counts.log(), sum(following.values())

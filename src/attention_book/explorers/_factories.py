@@ -8,9 +8,11 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 import torch
 
 from ._inputs import ExplorerInputError, boolean, check_heads, check_int, check_projection, to_matrix, to_tokens
+from ._inputs import to_vector
 from ._widgets import DkExplorer, HeadsExplorer, MaskExplorer, TrainingPlayback
+from ._widgets import SamplingExplorer, check_temperature, check_top_p
 
-__all__ = ["dk_explorer", "heads_explorer", "mask_explorer", "training_playback"]
+__all__ = ["dk_explorer", "heads_explorer", "mask_explorer", "training_playback", "sampling_explorer"]
 
 
 def _projection_data(tokens, inputs, W_query, W_key):
@@ -180,3 +182,28 @@ def _align_losses(losses, steps: List[int]) -> Tuple[List[float], List[int]]:
             f"per snapshot ({len(steps)} values) or one per training step (at least {steps[-1] + 1} values)"
         )
     return [_compact(v) for v in values], loss_steps
+
+
+def sampling_explorer(tokens, logits, temperature: float = 1.0, top_k: Optional[int] = None,
+                      top_p: Optional[float] = None, title: str = "") -> SamplingExplorer:
+    """Chapter 9: sliders for temperature, top-k and top-p over a next-token distribution.
+
+    ``tokens`` is a list of ``n`` strings (2 to 200, e.g. the decoded top 30 candidates) and
+    ``logits`` their ``n`` scores (a 1-D tensor or list). The bars show the probabilities after
+    the temperature (the softmax of ``logits / temperature``), greyed and hatched where top-k
+    (keep the ``k`` highest scores) or top-p (then keep the smallest set of most likely tokens
+    whose renormalised probability reaches ``p``) cut the token, and the probability each kept
+    token is sampled with once the kept ones are renormalised to sum to 1. ``top_k=None`` and
+    ``top_p=None`` start without a cut; ``temperature`` goes from 0.1 to 2.0. The scores are
+    those of the shown tokens only: the rest of the vocabulary is left out of the softmax.
+    """
+    tokens = to_tokens(tokens)
+    values = to_vector("logits", logits)
+    if len(tokens) != len(values):
+        raise ExplorerInputError(f"there are {len(tokens)} tokens but {len(values)} logits: pass one token label "
+                                 "per logit")
+    n = len(values)
+    top_k = n if top_k is None else check_int("top_k", top_k, 1, n, f" ({n} keeps every token)")
+    top_p = 1.0 if top_p is None else check_top_p(top_p)
+    return SamplingExplorer(tokens=tokens, logits=values, temperature=check_temperature(temperature),
+                            top_k=top_k, top_p=top_p, title=title)

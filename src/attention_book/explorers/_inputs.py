@@ -25,6 +25,8 @@ __all__ = [
     "divisors",
     "to_matrix",
     "to_tokens",
+    "to_vector",
+    "Vector",
 ]
 
 _INTEGER_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
@@ -141,3 +143,45 @@ class Matrix(traitlets.List):
 
     def validate(self, obj, value):
         return to_matrix(self.name, value, allow_linear=self.allow_linear)
+
+
+def to_vector(name: str, value: Any, *, max_length: int = 200) -> List[float]:
+    """A 1-D tensor / array / list of numbers as a list of finite floats (2 to ``max_length`` of them)."""
+    if isinstance(value, torch.nn.Module):
+        raise TypeError(f"{name} must be a 1-D tensor or list of numbers, got {type(value).__name__}")
+    try:
+        tensor = torch.as_tensor(value.detach() if isinstance(value, torch.Tensor) else value)
+        if tensor.is_floating_point() and not isinstance(value, torch.Tensor):
+            tensor = torch.as_tensor(value, dtype=torch.float64)  # a list of floats: no float32 rounding
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise TypeError(
+            f"{name} must be a 1-D tensor, array or list of numbers, got {type(value).__name__} ({error})"
+        ) from None
+    if tensor.dtype == torch.bool or tensor.is_complex() or not (
+        tensor.is_floating_point() or tensor.dtype in _INTEGER_DTYPES
+    ):
+        raise TypeError(f"{name} must hold real numbers, got dtype {tensor.dtype}: pass a float tensor")
+    if tensor.ndim != 1:
+        fix = " (one row of scores: index the batch and the position, e.g. logits[0, -1])" if tensor.ndim > 1 else ""
+        raise ExplorerInputError(f"{name} must be 1-D, got shape {tuple(tensor.shape)}{fix}")
+    if not 2 <= len(tensor) <= max_length:
+        raise ExplorerInputError(
+            f"{name} has {len(tensor)} entries: pass 2 to {max_length} (e.g. the top 30 of a model's "
+            f"next-token logits: {name}.topk(30))"
+        )
+    tensor = tensor.cpu().to(torch.float64)
+    bad = (~torch.isfinite(tensor)).nonzero()
+    if len(bad):
+        index = int(bad[0])
+        raise ExplorerInputError(
+            f"{name} contains a non-finite value ({tensor[index].item()}) at [{index}]: pass finite scores "
+            "(before any top-k or top-p cut: the explorer makes the cuts itself)"
+        )
+    return tensor.tolist()
+
+
+class Vector(traitlets.List):
+    """A list-of-floats trait that also accepts 1-D tensors and arrays."""
+
+    def validate(self, obj, value):
+        return to_vector(self.name, value)

@@ -17,11 +17,12 @@ import ipywidgets
 import torch
 import traitlets
 
-from ..functional import scaled_dot_product_attention
-from ._inputs import ExplorerInputError, Matrix, check_heads, check_int, check_projection
+from ..functional import masked_softmax, scaled_dot_product_attention
+from ._inputs import ExplorerInputError, Matrix, Vector, check_heads, check_int, check_projection
 from ._static import CSS, ESM, static_build, static_html
 
-__all__ = ["DkExplorer", "HeadsExplorer", "MaskExplorer", "TrainingPlayback"]
+__all__ = ["DkExplorer", "HeadsExplorer", "MaskExplorer", "TrainingPlayback", "SamplingExplorer",
+           "TEMPERATURE_RANGE"]
 
 _IPYWIDGETS_MAJOR = int(ipywidgets.__version__.split(".")[0])
 
@@ -250,3 +251,91 @@ def _nested_shape(value, depth: int) -> Tuple[int, ...]:
             break
         value = value[0]
     return tuple(shape)
+
+
+#: what the temperature slider covers (steps of 0.05)
+TEMPERATURE_RANGE = (0.1, 2.0)
+
+
+def check_temperature(value) -> float:
+    """A real number in :data:`TEMPERATURE_RANGE` (the slider's range)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) and not (
+            hasattr(value, "__float__") and type(value).__module__ == "numpy"):
+        raise TypeError(f"temperature must be a number, got {value!r} ({type(value).__name__}); pass e.g. "
+                        "temperature=0.8")
+    value = float(value)
+    low, high = TEMPERATURE_RANGE
+    if not low <= value <= high:  # also rejects nan
+        raise ExplorerInputError(f"temperature={value} is out of range: choose temperature from {low} to {high} "
+                                 "(the slider's range; below 1 sharper, above 1 flatter)")
+    return value
+
+
+def check_top_p(value) -> float:
+    """A real number in (0, 1]; 1 keeps every token."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) and not (
+            hasattr(value, "__float__") and type(value).__module__ == "numpy"):
+        raise TypeError(f"top_p must be a number in (0, 1] or None, got {value!r} ({type(value).__name__}); "
+                        "pass e.g. top_p=0.9")
+    value = float(value)
+    if not 0.0 < value <= 1.0:  # also rejects nan
+        raise ExplorerInputError(f"top_p={value} is out of range: choose top_p from (0, 1], e.g. top_p=0.9 "
+                                 "(1 or None: no cut)")
+    return value
+
+
+class SamplingExplorer(_Explorer):
+    """Chapter 9: temperature, top-k and top-p cuts of a next-token distribution. Make it with
+    :func:`sampling_explorer`.
+
+    ``tokens`` and ``logits`` (one score per token) describe the distribution; ``temperature``,
+    ``top_k`` (``len(tokens)`` = no cut) and ``top_p`` (1.0 = no cut) are the sliders. The
+    browser applies them in the order of :func:`attention_book.sampling.next_token_probabilities`:
+    divide by the temperature, keep the ``top_k`` highest scores, then the nucleus of mass
+    ``top_p`` of what is left. :meth:`probabilities` computes the same with torch.
+    """
+
+    kind = traitlets.Unicode("sampling").tag(sync=True)
+    logits = Vector().tag(sync=True)
+    temperature = traitlets.Float(1.0).tag(sync=True)
+    top_k = traitlets.Int(1).tag(sync=True)
+    top_p = traitlets.Float(1.0).tag(sync=True)
+    _static_traits = ("kind", "title", "tokens", "logits", "temperature", "top_k", "top_p")
+
+    @traitlets.validate("tokens", "logits", "temperature", "top_k", "top_p")
+    def _validate_all(self, proposal):
+        self._check(self._state_with(proposal))
+        return proposal["value"]
+
+    def _check(self, state):
+        tokens, logits = state["tokens"], state["logits"]
+        if len(tokens) != len(logits):
+            raise ExplorerInputError(f"there are {len(tokens)} tokens but {len(logits)} logits: pass one token "
+                                     "label per logit")
+        check_temperature(state["temperature"])
+        check_int("top_k", state["top_k"], 1, len(logits), f" ({len(logits)} keeps every token)")
+        check_top_p(state["top_p"])
+
+    def _plain_text(self) -> str:
+        return f"<SamplingExplorer: {len(self.tokens)} tokens>"
+
+    def probabilities(self) -> torch.Tensor:
+        """The distribution the bars show (float64, sums to 1), computed with torch.
+
+        The same cuts as :func:`attention_book.sampling.next_token_probabilities`; tied logits
+        keep their order (a stable sort), in the browser and here.
+        """
+        logits = torch.tensor(self.logits, dtype=torch.float64)  # (n,)
+        scaled = logits / self.temperature
+        order = torch.sort(logits, descending=True, stable=True).indices  # most likely first
+        keep = torch.zeros_like(logits, dtype=torch.bool)
+        keep[order[:self.top_k]] = True  # top-k
+        if self.top_p < 1.0:  # top-p on what top-k left, renormalised
+            ranked = masked_softmax(scaled, ~keep)[order]  # (n,), cut tokens hidden
+            mass_before = ranked.cumsum(dim=-1) - ranked  # of the more likely tokens
+            keep[order[mass_before >= self.top_p]] = False
+        return masked_softmax(scaled, ~keep)
+
+    def kept(self) -> torch.Tensor:
+        """``True`` for the tokens the cuts keep (bool, one per token)."""
+        return self.probabilities() > 0

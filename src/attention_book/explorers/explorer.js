@@ -528,8 +528,128 @@ function trainingPlayback(root, model) {
   return () => { stopPlaying(); unlisten(); };
 }
 
-const EXPLORERS = { dk: dkExplorer, heads: headsExplorer, mask: maskExplorer, playback: trainingPlayback };
-const DATA_TRAITS = ["kind", "title", "tokens", "inputs", "w_query", "w_key", "steps", "snapshots", "losses", "loss_steps"];
+// ---------------------------------------------------------------- the sampling explorer (chapter 9)
+// The cuts run in the order of attention_book.sampling.next_token_probabilities: divide the
+// logits by the temperature, keep the k highest, then the nucleus (top-p) of what is left.
+
+function samplingDistribution(logits, temperature, k, p) {
+  // probs: softmax(logits / T) over every token; kept: survives top-k and top-p;
+  // final: probs renormalised over the kept tokens (what sampling draws from).
+  const n = logits.length;
+  const probs = softmax(logits.map((z) => z / temperature));
+  // most likely first; equal logits keep their order (a stable sort, as torch.sort(stable=True))
+  const order = [...Array(n).keys()].sort((a, b) => logits[b] - logits[a] || a - b);
+  const topK = order.slice(0, Math.min(k, n));
+  const massK = topK.reduce((sum, i) => sum + probs[i], 0);
+  const kept = new Array(n).fill(false);
+  let before = 0; // mass of the more likely tokens, renormalised over the top k
+  for (const i of topK) {
+    if (p < 1 && before >= p) break; // they already reach p: this token is not needed
+    kept[i] = true;
+    before += probs[i] / massK;
+  }
+  const keptMass = probs.reduce((sum, q, i) => (kept[i] ? sum + q : sum), 0);
+  const final = probs.map((q, i) => (kept[i] ? q / keptMass : 0));
+  return { probs, kept, final, keptMass, order };
+}
+
+function visibleToken(token) {
+  // GPT-2 tokens often start with a space: show it (and newlines, tabs) instead of nothing
+  if (token === "") return "(empty)";
+  return token.replace(/ /g, "\u2423").replace(/\n/g, "\u23CE").replace(/\t/g, "\u21E5");
+}
+
+// The temperature and p sliders move in steps of 0.05; their positions are integers.
+const TEMPERATURE_STEPS = { first: 2, last: 40 }; // T = position / 20: 0.10 .. 2.00
+const TOP_P_STEPS = { first: 1, last: 20 }; // p = position / 20: 0.05 .. 1.00
+
+function stepPosition(value, steps) {
+  return Math.min(steps.last, Math.max(steps.first, Math.round(value * 20))) - steps.first;
+}
+
+function samplingExplorer(root, model) {
+  const tokens = model.get("tokens");
+  const logits = model.get("logits");
+  const n = tokens.length;
+  const { controls, status, maps } = frame(root, model, "Sampling the next token");
+  root.querySelector(".abx-legend").remove(); // the heatmaps' colour scale: no heatmap here
+  const temperatureSlider = slider(controls, {
+    name: "temperature", label: "temperature",
+    min: 0, max: TEMPERATURE_STEPS.last - TEMPERATURE_STEPS.first,
+    value: stepPosition(model.get("temperature"), TEMPERATURE_STEPS),
+    describe: () => "T = " + fmt(model.get("temperature")),
+    onInput: (v) => { model.set("temperature", (v + TEMPERATURE_STEPS.first) / 20); model.save_changes(); },
+  });
+  const kSlider = slider(controls, {
+    name: "top_k", label: "top-k", min: 1, max: n, value: model.get("top_k"),
+    describe: (v) => (v >= n ? "off (all " + n + ")" : "k = " + v),
+    onInput: (v) => { model.set("top_k", v); model.save_changes(); },
+  });
+  const pSlider = slider(controls, {
+    name: "top_p", label: "top-p", min: 0, max: TOP_P_STEPS.last - TOP_P_STEPS.first,
+    value: stepPosition(model.get("top_p"), TOP_P_STEPS),
+    describe: () => (model.get("top_p") >= 1 ? "off (p = 1)" : "p = " + fmt(model.get("top_p"))),
+    onInput: (v) => { model.set("top_p", (v + TOP_P_STEPS.first) / 20); model.save_changes(); },
+  });
+  const captionId = uniqueId("abx-cap");
+  const box = h("div", { class: "abx-map abx-dist-box", role: "group", "aria-labelledby": captionId });
+  box.append(h("div", { class: "abx-caption", id: captionId, text: "next-token probabilities, most likely first" }));
+  const table = h("table", { class: "abx-dist" });
+  table.append(h("thead", {}, [h("tr", {}, [
+    h("th", { scope: "col", text: "token" }),
+    h("th", { scope: "col", text: "dark: after temperature; light: added by renormalising" }),
+    h("th", { scope: "col", text: "probability" }),
+  ])]));
+  const body = h("tbody");
+  const { order } = samplingDistribution(logits, 1, n, 1);
+  const rows = order.map((index) => {
+    const before = h("span", { class: "abx-dist-before" });
+    const after = h("span", { class: "abx-dist-after" });
+    const value = h("td", { class: "abx-dist-value" });
+    const tr = h("tr", { class: "abx-dist-row", "data-index": index }, [
+      h("th", { scope: "row", class: "abx-dist-token", title: JSON.stringify(tokens[index]), text: visibleToken(tokens[index]) }),
+      h("td", { class: "abx-dist-bar" }, [h("span", { class: "abx-dist-track" }, [after, before])]),
+      value,
+    ]);
+    body.append(tr);
+    return { index, tr, before, after, value };
+  });
+  table.append(body);
+  box.append(table);
+  maps.append(box);
+  function draw() {
+    const temperature = model.get("temperature");
+    const k = model.get("top_k");
+    const p = model.get("top_p");
+    const { probs, kept, final, keptMass } = samplingDistribution(logits, temperature, k, p);
+    const scale = Math.max(...final);
+    rows.forEach(({ index, tr, before, after, value }) => {
+      tr.dataset.prob = String(probs[index]);
+      tr.dataset.final = String(final[index]);
+      tr.dataset.kept = String(kept[index]);
+      tr.classList.toggle("abx-cut", !kept[index]);
+      before.style.width = ((100 * probs[index]) / scale).toFixed(2) + "%";
+      after.style.width = ((100 * final[index]) / scale).toFixed(2) + "%";
+      value.textContent = kept[index] ? fmt(probs[index], 3) + " \u2192 " + fmt(final[index], 3) : fmt(probs[index], 3) + " cut";
+    });
+    temperatureSlider.set(stepPosition(temperature, TEMPERATURE_STEPS));
+    kSlider.set(k);
+    pSlider.set(stepPosition(p, TOP_P_STEPS));
+    const count = kept.filter(Boolean).length;
+    status.dataset.keptMass = String(keptMass);
+    status.textContent = "kept " + count + " of " + n + " tokens, holding " + fmt(keptMass, 3) +
+      " of the probability after temperature" +
+      (count === 1 ? "; one token left: sampling is greedy" : "; sampling renormalises them to sum to 1") +
+      (count < n ? " (hatched rows: cut)" : "");
+  }
+  draw();
+  return listen(model, ["temperature", "top_k", "top_p"], draw);
+}
+
+const EXPLORERS = { dk: dkExplorer, heads: headsExplorer, mask: maskExplorer, playback: trainingPlayback,
+  sampling: samplingExplorer };
+const DATA_TRAITS = ["kind", "title", "tokens", "inputs", "w_query", "w_key", "steps", "snapshots", "losses", "loss_steps",
+  "logits"];
 
 function render({ model, el }) {
   const root = h("div", { class: "abx" });
