@@ -35,6 +35,7 @@ CHAPTER: Dict[str, Optional[int]] = {
     "causal": 7,
     "hello_world": 8,
     "scale": 10, "fused": 10, "kv_cache": 10, "cost": 10, "measure": 10, "benchmark": 10,
+    "positions": 10, "gqa": 10, "reference": SHARED,
     # around the book: may import any chapter
     "__init__": None, "__main__": None, "cli": None, "explorers": None, "checks": None, "instructor": None,
 }
