@@ -41,7 +41,7 @@ def test_sweep_and_tables():
     assert "skipped" in table.rows[1]
     assert "1.0x" in benchmark_table(rows, "ratio").rows[0]
     assert repr(table) == "<Table: 2 rows x 7 columns>"
-    assert table.to_markdown().count("\n") == 3
+    assert table.to_markdown().split("\n\n")[0].count("\n") == 3  # then the note
     assert table._repr_html_().count("<tr>") == 3
     flops_cell = benchmark_table(rows, "GFLOP/s").rows[0][3]  # MHA, forward
     expected = rows[0]["flops"] / rows[0]["seconds"]["MHA"] / 1e9
@@ -62,12 +62,13 @@ def test_noisy_timings_are_marked_and_the_table_warns():
     steady = (1.00e-3, 1.01e-3, 1.02e-3, 0.99e-3, 1.00e-3)
     noisy = (1.0e-3, 3.0e-3, 1.1e-3, 9.0e-3, 1.2e-3)  # a busy machine
     quiet_table = benchmark_table([_row({name: steady for name in IMPLEMENTATIONS})])
-    assert quiet_table.notes == [] and "⚠" not in quiet_table.to_markdown()
+    assert quiet_table.notes[0].startswith("✓ All 5 timings in this table were steady")
+    assert "⚠" not in quiet_table.to_markdown()
     busy = dict({name: steady for name in IMPLEMENTATIONS}, fused=noisy)
     table = benchmark_table([_row(busy)])
     assert table.rows[0][IMPLEMENTATIONS_INDEX["fused"]].endswith("⚠")
     assert table.rows[0][IMPLEMENTATIONS_INDEX["MHA"]] == "1.0"
-    assert len(table.notes) == 1 and "1 of 5" in table.notes[0]
+    assert len(table.notes) == 1 and table.notes[0].startswith("⚠ 1 of the 5 timings")
     assert table.notes[0] in table.to_markdown() and "timing-note" in table._repr_html_()
     assert repr(table) == repr(quiet_table)  # the printed text does not depend on the load
     spread = benchmark_table([_row(busy)], "spread")

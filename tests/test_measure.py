@@ -16,6 +16,7 @@ from attention_book.measure import (
     peak_memory,
     time_call,
     time_samples,
+    timing_note,
     timing_warning,
 )
 from attention_book.multihead import MultiHeadAttention
@@ -79,9 +80,12 @@ def test_time_samples_and_compare_interleave_the_calls():
 def test_timing_warning_names_the_noisy_timings():
     steady, noisy = Timing((1.0, 1.0, 1.01)), Timing((1.0, 2.0, 4.0, 1.0, 8.0))
     assert timing_warning([steady, steady]) == ""
-    warning = timing_warning([steady, noisy], "the KV-cache timings")
-    assert warning.startswith("⚠ 1 of 2 of the KV-cache timings are noisy")
+    warning = timing_warning([steady, noisy], "KV-cache timings")
+    assert warning.startswith("⚠ 1 of the 2 KV-cache timings are noisy")
     assert "counts" in warning
+    assert timing_note([steady, noisy]) == timing_warning([steady, noisy])
+    assert timing_note([steady], "KV-cache timings").startswith(
+        "✓ All 1 KV-cache timings were steady")
 
 
 @pytest.mark.parametrize("call, error, message", [

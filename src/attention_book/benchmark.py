@@ -25,7 +25,7 @@ from torch import nn
 from . import validation as check
 from .cost import attention_flops
 from .fused import FusedMultiHeadAttention, direct_sdpa
-from .measure import Timing, compare, timing_warning
+from .measure import Timing, compare, timing_note
 from .multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 
 __all__ = [
@@ -279,8 +279,8 @@ def benchmark_table(rows: List[dict], quantity: str = "ms",
             cells.append(cell)
         size = f"{row['batch_size']} x {row['tokens']}"
         table_rows.append([size, row["pass_name"]] + cells)
-    return Table(header, table_rows,
-                 notes=[timing_warning(all_timings, "these timings")])
+    notes = [timing_note(all_timings, "timings in this table")] if all_timings else []
+    return Table(header, table_rows, notes=notes)
 
 
 def plot_benchmark(rows: List[dict], axes=None, batch_size: int = 1):

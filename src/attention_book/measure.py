@@ -25,7 +25,7 @@ from torch.utils._pytree import tree_leaves
 
 from .validation import positive_int
 
-__all__ = ["time_call", "time_samples", "Timing", "compare", "timing_warning",
+__all__ = ["time_call", "time_samples", "Timing", "compare", "timing_warning", "timing_note",
            "NOISY_SPREAD", "peak_memory", "matmul_gflops", "memory_bandwidth"]
 
 #: a timing whose IQR is more than this fraction of its median is flagged as noisy
@@ -186,18 +186,31 @@ def compare(calls: Dict[str, Callable[[], object]], repeats: int = 7,
     return {name: Timing(tuple(values)) for name, values in samples.items()}
 
 
-def timing_warning(timings: Sequence[Timing], what: str = "these timings") -> str:
+def timing_warning(timings: Sequence[Timing], what: str = "timings") -> str:
     """A sentence to print next to a table or plot of ``timings``: empty when every timing is
-    steady, a warning that names how many are noisy otherwise."""
+    steady, a warning that says how many are noisy otherwise (``what`` names them, plural)."""
     timings = list(timings)
     noisy = [t for t in timings if t.noisy]
     if not noisy:
         return ""
     worst = max(t.spread for t in noisy)
-    return (f"⚠ {len(noisy)} of {len(timings)} of {what} are noisy (the middle half of the "
-            f"repeats spans up to {worst:.0%} of the median, more than {NOISY_SPREAD:.0%}): "
-            "another program was competing for this machine. Do not read ratios off them; "
+    return (f"⚠ {len(noisy)} of the {len(timings)} {what} are noisy: the middle half of their "
+            f"repeats spans up to {worst:.0%} of the median (the limit is {NOISY_SPREAD:.0%}). "
+            "Another program was competing for this machine. Do not read ratios off them; "
             "rerun on a quiet machine, or compare the counts (FLOPs, bytes), which do not change.")
+
+
+def timing_note(timings: Sequence[Timing], what: str = "timings") -> str:
+    """Always a sentence: :func:`timing_warning` when some timings are noisy, else a short
+    statement that they were steady. A notebook shows it after every table or plot of timings,
+    so the reader sees either way which it was (and the printed text stays the same)."""
+    timings = list(timings)
+    warning = timing_warning(timings, what)
+    if warning:
+        return warning
+    worst = max((t.spread for t in timings), default=0.0)
+    return (f"✓ All {len(timings)} {what} were steady: every interquartile range is within "
+            f"{worst:.0%} of its median (the limit is {NOISY_SPREAD:.0%}).")
 
 
 class _TensorMemoryTracker(TorchDispatchMode):
