@@ -29,7 +29,8 @@ def test_scale_text_prints_each_table_with_its_date_machine_and_load():
         return
     assert ref["date"] in text and ref["machine"] in text and ref["load"] in text
     for title, (header, rows) in ref["tables"].items():
-        assert title in text
-        for row in rows:
-            assert all(str(cell) in text for cell in row)
+        assert (title if len(header) <= 4 else title.replace(" [IQR]", "")) in text
+        for row in rows:  # wide tables print the medians only, with a line on the spreads
+            assert all(str(cell).split(" [")[0] in text for cell in row)
     assert re.search(r"\d{4}-\d{2}-\d{2}", ref["date"])
+    assert "noisy (⚠): MHA at 512 forward" in text  # the one noisy cell of the wide table is named
