@@ -43,6 +43,10 @@ from attention_book.gpt import GPT, GPTConfig, TrainingSettings, convert_gpt2_st
 from attention_book.masks import causal_mask
 from attention_book.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 from attention_book.sampling import apply_temperature, generate, sample_next, top_k_filter, top_p_filter
+from attention_book.cost import decode_step_cost, kv_cache_bytes
+from attention_book.gqa import GroupedQueryAttention, repeat_kv
+from attention_book.measure import Timing, compare, time_samples
+from attention_book.positions import apply_rope, next_positions, positions_from_padding, rope_frequencies
 from attention_book.scores import (
     additive_scores,
     attention_entropy,
@@ -104,6 +108,11 @@ CONSTRUCTORS: List[Constructor] = [
                                        warmup=1, eval_every=2, eval_windows=1, dropout=0.0),
                 sizes=("n_layer", "n_head", "d_model", "context_length", "batch_size", "steps", "warmup",
                        "eval_every", "eval_windows"), probabilities=("dropout",)),
+    # --- chapter 10
+    Constructor(GroupedQueryAttention, dict(d_in=4, d_out=4, context_length=6, dropout=0.0, num_heads=2,
+                                            num_kv_heads=1, qkv_bias=False, causal=True, rope=True),
+                sizes=("d_in", "d_out", "context_length", "num_heads", "num_kv_heads"),
+                probabilities=("dropout",), flags=("qkv_bias", "causal", "rope"), optional=("num_kv_heads",)),
 ]
 
 BAD_SIZES = [(3.0, TypeError), (2.5, TypeError), ("3", TypeError), (True, TypeError), (None, TypeError),
@@ -388,6 +397,39 @@ CALLS: List[Bad] = [
         lambda: scaled_dot_product_attention(Q, K, V, mask=causal_mask(3)), ValueError, "mask"),
     Bad("scaled_dot_product_attention: dropout float", lambda: scaled_dot_product_attention(Q, K, V, dropout=0.1),
         TypeError, "dropout"),
+    # --- chapter 10: grouped-query attention, rotary positions, costs, timing
+    *_x_rows("GroupedQueryAttention", lambda: GroupedQueryAttention(4, 4, 6, 0.0, 2, num_kv_heads=1), 4, 6,
+             three_d_only=True),
+    Bad("GroupedQueryAttention(num_heads=6, num_kv_heads=4)",
+        lambda: GroupedQueryAttention(4, 6, 6, 0.0, 6, num_kv_heads=4),
+        ValueError, "num_kv_heads", "4"),
+    Bad("GroupedQueryAttention(rope=True, odd head_dim)", lambda: GroupedQueryAttention(4, 6, 6, 0.0, 2, rope=True),
+        ValueError, "head_dim", "3"),
+    Bad("GroupedQueryAttention: cache a dict", lambda: GroupedQueryAttention(4, 4, 6, 0.0, 2)(X, cache={}),
+        TypeError, "cache"),
+    Bad("GroupedQueryAttention: key_padding_mask shape",
+        lambda: GroupedQueryAttention(4, 4, 6, 0.0, 2)(X, key_padding_mask=torch.zeros(2, 4, dtype=torch.bool)),
+        ValueError, "key_padding_mask"),
+    Bad("repeat_kv: groups 0", lambda: repeat_kv(torch.zeros(1, 2, 3, 4), 0), ValueError, "groups"),
+    Bad("repeat_kv: 3-D", lambda: repeat_kv(torch.zeros(2, 3, 4), 2), ValueError, "keys_or_values"),
+    Bad("rope_frequencies(head_dim=3)", lambda: rope_frequencies(3), ValueError, "head_dim", "3"),
+    Bad("rope_frequencies(base='10000')", lambda: rope_frequencies(4, base="10000"), TypeError, "base"),
+    Bad("apply_rope: positions float", lambda: apply_rope(torch.zeros(3, 4), torch.zeros(3)), TypeError,
+        "positions"),
+    Bad("apply_rope: positions of another length", lambda: apply_rope(torch.zeros(3, 4), torch.arange(2)),
+        ValueError, "positions"),
+    Bad("apply_rope: x of ints", lambda: apply_rope(torch.zeros(3, 4, dtype=torch.long), torch.arange(3)),
+        TypeError, "x"),
+    Bad("positions_from_padding: float mask", lambda: positions_from_padding(torch.zeros(2, 3)), TypeError,
+        "key_padding_mask"),
+    Bad("next_positions: num_new 0", lambda: next_positions(torch.arange(3), 0), ValueError, "num_new"),
+    Bad("kv_cache_bytes: num_kv_heads 5 of 4", lambda: kv_cache_bytes(1, 8, 16, 4, num_kv_heads=5), ValueError,
+        "num_kv_heads", "5"),
+    Bad("decode_step_cost: num_layers 0", lambda: decode_step_cost(1, 8, 16, 4, num_layers=0), ValueError,
+        "num_layers"),
+    Bad("time_samples: repeats 0", lambda: time_samples(lambda: None, repeats=0), ValueError, "repeats"),
+    Bad("compare: a list", lambda: compare([lambda: None]), TypeError, "calls"),
+    Bad("Timing: no samples", lambda: Timing(()), ValueError, "sample"),
 ]
 
 ROWS = _constructor_rows() + CALLS

@@ -14,7 +14,9 @@ from attention_book.benchmark import (
     plot_benchmark,
     sweep,
 )
-from attention_book.measure import time_call
+from attention_book.measure import Timing, time_call
+
+IMPLEMENTATIONS_INDEX = {name: 2 + i for i, name in enumerate(IMPLEMENTATIONS)}
 
 
 def test_implementations_agree_except_the_wrapper_without_out_proj():
@@ -39,11 +41,38 @@ def test_sweep_and_tables():
     assert "skipped" in table.rows[1]
     assert "1.0x" in benchmark_table(rows, "ratio").rows[0]
     assert repr(table) == "<Table: 2 rows x 7 columns>"
-    assert table.to_markdown().count("\n") == 3
+    assert table.to_markdown().split("\n\n")[0].count("\n") == 3  # then the note
     assert table._repr_html_().count("<tr>") == 3
     flops_cell = benchmark_table(rows, "GFLOP/s").rows[0][3]  # MHA, forward
     expected = rows[0]["flops"] / rows[0]["seconds"]["MHA"] / 1e9
-    assert flops_cell == f"{expected:.0f}"
+    assert flops_cell.rstrip(" ⚠") == f"{expected:.0f}"
+    # the seconds are the medians of the timings kept with them
+    assert rows[0]["seconds"]["MHA"] == rows[0]["timings"]["MHA"].median
+
+
+def _row(seconds_by_name):
+    """A sweep row with hand-made timings: name -> tuple of seconds."""
+    timings = {name: Timing(samples) for name, samples in seconds_by_name.items()}
+    return dict(tokens=8, batch_size=1, d_model=8, num_heads=2, dtype="float32",
+                pass_name="forward", timings=timings, flops=1e9,
+                seconds={name: t.median for name, t in timings.items()})
+
+
+def test_noisy_timings_are_marked_and_the_table_warns():
+    steady = (1.00e-3, 1.01e-3, 1.02e-3, 0.99e-3, 1.00e-3)
+    noisy = (1.0e-3, 3.0e-3, 1.1e-3, 9.0e-3, 1.2e-3)  # a busy machine
+    quiet_table = benchmark_table([_row({name: steady for name in IMPLEMENTATIONS})])
+    assert quiet_table.notes[0].startswith("✓ All 5 timings in this table were steady")
+    assert "⚠" not in quiet_table.to_markdown()
+    busy = dict({name: steady for name in IMPLEMENTATIONS}, fused=noisy)
+    table = benchmark_table([_row(busy)])
+    assert table.rows[0][IMPLEMENTATIONS_INDEX["fused"]].endswith("⚠")
+    assert table.rows[0][IMPLEMENTATIONS_INDEX["MHA"]] == "1.0"
+    assert len(table.notes) == 1 and table.notes[0].startswith("⚠ 1 of the 5 timings")
+    assert table.notes[0] in table.to_markdown() and "timing-note" in table._repr_html_()
+    assert repr(table) == repr(quiet_table)  # the printed text does not depend on the load
+    spread = benchmark_table([_row(busy)], "spread")
+    assert spread.rows[0][IMPLEMENTATIONS_INDEX["MHA"]] == "1%"  # IQR 0.01 ms of 1.00
 
 
 def test_plot_benchmark_draws_one_line_per_implementation():
@@ -54,7 +83,8 @@ def test_plot_benchmark_draws_one_line_per_implementation():
 
     rows = sweep([8, 16], d_model=8, num_heads=2, repeats=1, passes=["forward"])
     axes = plot_benchmark(rows)
-    assert len(axes) == 1 and len(axes[0].lines) == len(IMPLEMENTATIONS)
+    handles, labels = axes[0].get_legend_handles_labels()
+    assert len(axes) == 1 and labels == list(IMPLEMENTATIONS)
     plt.close("all")
 
 

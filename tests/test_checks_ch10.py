@@ -18,6 +18,8 @@ CHECKS = {
     "ex-10-flops": (ch10.flops, ("attention_flops",)),
     "ex-10-kv-step": (ch10.kv_step, ("decode_step",)),
     "ex-10-chunk-mask": (ch10.chunk_mask, ("chunk_mask",)),
+    "ex-10-rope": (ch10.rope, ("rotate",)),
+    "ex-10-gqa": (ch10.gqa, ("grouped_attention",)),
 }
 PRELUDE = "import math\nimport torch\nimport torch.nn.functional as F\n"
 CASES = [(label, wrong) for label, answers in WRONG_ANSWERS.items() for wrong in answers]
@@ -39,6 +41,45 @@ RIGHT_ANSWERS = {
         "    keys = torch.cat([cache_keys, new_key], dim=2)\n"
         "    values = torch.cat([cache_values, new_value], dim=2)\n"
         "    return F.scaled_dot_product_attention(query, keys, values), keys, values\n",
+    ],
+    "ex-10-rope": [
+        # complex numbers: a pair is a + ib, a turn is a multiplication by e^(i angle)
+        "def rotate(x, positions):\n"
+        "    hd = x.shape[-1]\n"
+        "    theta = 10000.0 ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)\n"
+        "    turns = torch.polar(torch.ones(len(positions), hd // 2, dtype=torch.float64),\n"
+        "                        positions.double()[:, None] * theta)\n"
+        "    pairs = torch.view_as_complex(x.double().reshape(*x.shape[:-1], hd // 2, 2)\n"
+        "                                  .contiguous())\n"
+        "    return torch.view_as_real(pairs * turns).flatten(-2).to(x.dtype)\n",
+        # a rotation matrix per pair
+        "def rotate(x, positions):\n"
+        "    hd = x.shape[-1]\n"
+        "    out = x.clone()\n"
+        "    for i in range(hd // 2):\n"
+        "        angle = positions.to(x.dtype) * 10000 ** (-2 * i / hd)\n"
+        "        a, b = x[..., 2 * i], x[..., 2 * i + 1]\n"
+        "        out[..., 2 * i] = a * torch.cos(angle) - b * torch.sin(angle)\n"
+        "        out[..., 2 * i + 1] = a * torch.sin(angle) + b * torch.cos(angle)\n"
+        "    return out\n",
+    ],
+    "ex-10-gqa": [
+        # expand + reshape instead of repeat_interleave, and SDPA for the attention itself
+        "def grouped_attention(queries, keys, values):\n"
+        "    B, H_kv, T, hd = keys.shape\n"
+        "    g = queries.shape[1] // H_kv\n"
+        "    keys = keys[:, :, None].expand(B, H_kv, g, T, hd).reshape(B, H_kv * g, T, hd)\n"
+        "    values = values[:, :, None].expand(B, H_kv, g, T, hd).reshape(B, H_kv * g, T, hd)\n"
+        "    return F.scaled_dot_product_attention(queries, keys, values, is_causal=True)\n",
+        # grouping the queries instead of repeating the keys
+        "def grouped_attention(queries, keys, values):\n"
+        "    B, H, T, hd = queries.shape\n"
+        "    H_kv = keys.shape[1]\n"
+        "    q = queries.reshape(B, H_kv, H // H_kv, T, hd)\n"
+        "    scores = q @ keys[:, :, None].transpose(-2, -1) / hd ** 0.5\n"
+        "    hide = torch.ones(T, T, dtype=torch.bool).triu(1)\n"
+        "    weights = torch.softmax(scores.masked_fill(hide, float('-inf')), dim=-1)\n"
+        "    return (weights @ values[:, :, None]).reshape(B, H, T, hd)\n",
     ],
     "ex-10-chunk-mask": [
         "def chunk_mask(num_new, num_cached):\n"

@@ -6,10 +6,13 @@ import pytest
 import torch
 
 from attention_book.cost import (
+    QUERY_BLOCK,
     arithmetic_intensity,
     attention_bytes_moved,
     attention_flops,
     block_flops,
+    decode_step_cost,
+    kv_cache_bytes,
     score_matrix_bytes,
 )
 
@@ -50,19 +53,63 @@ def test_score_matrix_bytes():
     assert score_matrix_bytes(1, 10, 2, dtype=torch.bfloat16) == 2 * 100 * 2
 
 
-def test_bytes_moved_and_intensity():
+def test_bytes_moved_from_scratch_writes_and_reads_the_square_matrices():
     B, T, d, H = 1, 1024, 64, 4
-    fused = attention_bytes_moved(B, T, d, H)
     scratch = attention_bytes_moved(B, T, d, H, fused=False)
-    assert fused == 4 * B * T * d * 4
-    assert scratch == fused + 4 * B * H * T * T * 4
-    assert attention_bytes_moved(B, T, d, H, dtype=torch.float16) == fused // 2
-    flops = attention_flops(B, T, d, H, projections=False)
-    assert arithmetic_intensity(B, T, d, H) == flops / fused
-    # the fused kernel's intensity grows with T, the from-scratch one's stalls
-    assert arithmetic_intensity(B, 2 * T, d, H) == 2 * arithmetic_intensity(B, T, d, H)
-    assert (arithmetic_intensity(B, 2 * T, d, H, fused=False)
-            < 1.1 * arithmetic_intensity(B, T, d, H, fused=False))
+    assert scratch == (4 * B * T * d + 4 * B * H * T * T) * 4
+    assert attention_bytes_moved(B, T, d, H, fused=False, dtype=torch.float16) == scratch // 2
+
+
+def test_fused_kernel_rereads_keys_and_values_once_per_block_of_queries():
+    B, T, d, H = 2, 1000, 64, 4
+    # Q read once, O written once, K and V read ceil(T / block) times
+    for block in (1, 64, 128, 999, 1000, 4096):
+        passes = -(-T // block)
+        expected = (2 * B * T * d + passes * 2 * B * T * d) * 4
+        assert attention_bytes_moved(B, T, d, H, query_block=block) == expected
+    # everything on chip (one block): the ideal 4 B T d
+    assert attention_bytes_moved(B, T, d, H, query_block=T) == 4 * B * T * d * 4
+    assert attention_bytes_moved(B, T, d, H) == attention_bytes_moved(B, T, d, H,
+                                                                      query_block=QUERY_BLOCK)
+
+
+def test_intensity_levels_off_for_both_cores():
+    B, d, H = 1, 768, 12
+    flops = attention_flops(B, 4096, d, H, projections=False)
+    assert arithmetic_intensity(B, 4096, d, H) == flops / attention_bytes_moved(B, 4096, d, H)
+    # from scratch: towards d_head / 4 FLOP per float32 byte; fused: towards block / (2 * 4)
+    scratch = [arithmetic_intensity(B, T, d, H, fused=False) for T in (1024, 4096, 16384, 65536)]
+    fused = [arithmetic_intensity(B, T, d, H, query_block=128) for T in (1024, 4096, 16384, 65536)]
+    assert scratch == sorted(scratch) and fused == sorted(fused)  # rising ...
+    assert scratch[-1] < (d // H) / 4 and fused[-1] < 2 * 128 / 4  # ... but bounded
+    assert scratch[-1] > 0.99 * (d // H) / 4 and fused[-1] > 0.99 * 2 * 128 / 4
+    # a fused kernel with larger blocks reaches a higher ceiling; half precision doubles it
+    assert arithmetic_intensity(B, 65536, d, H, query_block=256) > 1.9 * fused[-1]
+    assert (arithmetic_intensity(B, 4096, d, H, dtype=torch.bfloat16)
+            == 2 * arithmetic_intensity(B, 4096, d, H))
+
+
+def test_kv_cache_bytes_and_grouped_query_savings():
+    # GPT-2 small: 12 layers, d = 768, 12 heads, 1,024 tokens, float32: 72 MiB
+    assert kv_cache_bytes(1, 1024, 768, 12, num_layers=12) == 2 * 12 * 1024 * 768 * 4 == 72 * 2**20
+    mha = kv_cache_bytes(4, 100, 64, 8, num_layers=2)
+    assert kv_cache_bytes(4, 100, 64, 8, num_layers=2, num_kv_heads=2) == mha // 4
+    assert kv_cache_bytes(4, 100, 64, 8, num_layers=2, num_kv_heads=1) == mha // 8
+    assert kv_cache_bytes(4, 100, 64, 8, num_layers=2, dtype=torch.bfloat16) == mha // 2
+
+
+def test_decode_step_is_memory_bound():
+    cost = decode_step_cost(1, 1023, 768, 12, num_layers=12)
+    assert cost["attention_flops"] == 2 * 2 * 1024 * 768 * 12
+    assert cost["cache_bytes"] == kv_cache_bytes(1, 1024, 768, 12, num_layers=12)
+    assert cost["weight_bytes"] == 12 * 768**2 * 12 * 4
+    assert cost["attention_intensity"] == 0.5  # 2 FLOPs per cached float32 number read
+    assert decode_step_cost(1, 1023, 768, 12, 12, dtype=torch.bfloat16)["attention_intensity"] == 1.0
+    # grouped-query attention: every key/value head read once serves `groups` query heads
+    assert decode_step_cost(1, 1023, 768, 12, 12, num_kv_heads=3)["attention_intensity"] == 2.0
+    # a batch shares the weights but not the caches
+    batch = decode_step_cost(64, 1023, 768, 12, 12)
+    assert batch["attention_intensity"] == 0.5 and batch["intensity"] > 4 * cost["intensity"]
 
 
 @pytest.mark.parametrize("call, error, message", [
@@ -72,6 +119,9 @@ def test_bytes_moved_and_intensity():
     (lambda: score_matrix_bytes(1, 10, 2, dtype="float32"), TypeError, "torch.dtype"),
     (lambda: attention_bytes_moved(1, 8, 12, 3, dtype=4), TypeError, "torch.dtype"),
     (lambda: block_flops(1, 8, 12, 3, mlp_ratio=0), ValueError, "mlp_ratio"),
+    (lambda: attention_bytes_moved(1, 8, 12, 3, query_block=0), ValueError, "query_block"),
+    (lambda: kv_cache_bytes(1, 8, 12, 4, num_kv_heads=3), ValueError, "num_kv_heads"),
+    (lambda: decode_step_cost(1, 8, 12, 4, num_layers=1.5), TypeError, "num_layers"),
 ])
 def test_errors_name_the_argument(call, error, message):
     with pytest.raises(error, match=message):

@@ -36,6 +36,7 @@ CHAPTER: Dict[str, Optional[int]] = {
     "hello_world": 8,
     "gpt": 9, "sampling": 9, "corpus": 9,
     "scale": 10, "fused": 10, "kv_cache": 10, "cost": 10, "measure": 10, "benchmark": 10,
+    "positions": 10, "gqa": 10, "reference": SHARED,
     # around the book: may import any chapter
     "__init__": None, "__main__": None, "cli": None, "explorers": None, "checks": None, "instructor": None,
 }

@@ -8,10 +8,16 @@ import torch
 from attention_book.cost import score_matrix_bytes
 from attention_book.fused import FusedMultiHeadAttention
 from attention_book.measure import (
+    NOISY_SPREAD,
+    Timing,
+    compare,
     matmul_gflops,
     memory_bandwidth,
     peak_memory,
     time_call,
+    time_samples,
+    timing_note,
+    timing_warning,
 )
 from attention_book.multihead import MultiHeadAttention
 
@@ -35,6 +41,62 @@ def test_time_call_errors(kwargs, error, message):
     kwargs = dict(dict(fn=lambda: None), **kwargs)
     with pytest.raises(error, match=message):
         time_call(**kwargs)
+
+
+def test_timing_statistics_are_the_median_and_the_quartiles():
+    timing = Timing((5.0, 1.0, 2.0, 3.0, 4.0))
+    assert timing.median == 3.0 and timing.best == 1.0
+    assert (timing.q1, timing.q3, timing.iqr) == (2.0, 4.0, 2.0)
+    assert timing.spread == 2.0 / 3.0 and timing.noisy
+    steady = Timing((1.00, 1.01, 0.99, 1.00, 1.02))
+    assert steady.spread < NOISY_SPREAD and not steady.noisy
+    assert steady.milliseconds(1) == "1000.0 ms (IQR 1000.0-1010.0)"
+    assert Timing((5.0, 1.0, 2.0, 3.0, 4.0)).milliseconds(0).endswith("⚠")
+    one = Timing((0.5,))
+    assert one.iqr == 0.0 and not one.noisy
+    with pytest.raises(ValueError, match="at least one sample"):
+        Timing(())
+
+
+def test_a_single_interrupted_repeat_does_not_move_the_median():
+    # what the busy machine did to the chapter: one repeat of seven took 20x longer
+    quiet = Timing((1.80, 1.81, 1.79, 1.82, 1.80, 1.81, 1.80))
+    busy = Timing((1.80, 1.81, 1.79, 36.0, 1.80, 1.81, 1.80))
+    assert busy.median == quiet.median and not busy.noisy
+    assert sum(busy.samples) / 7 > 3 * quiet.median  # the mean would have said 6.7
+
+
+def test_time_samples_and_compare_interleave_the_calls():
+    order = []
+    timing = time_samples(lambda: order.append("x"), repeats=4, warmup=2)
+    assert len(timing.samples) == 4 and len(order) == 6
+    order.clear()
+    timings = compare({"a": lambda: order.append("a"), "b": lambda: order.append("b")},
+                      repeats=3, warmup=1)
+    assert order == ["a", "b"] * 4  # one warm-up round, then three interleaved rounds
+    assert set(timings) == {"a", "b"} and all(len(t.samples) == 3 for t in timings.values())
+
+
+def test_timing_warning_names_the_noisy_timings():
+    steady, noisy = Timing((1.0, 1.0, 1.01)), Timing((1.0, 2.0, 4.0, 1.0, 8.0))
+    assert timing_warning([steady, steady]) == ""
+    warning = timing_warning([steady, noisy], "KV-cache timings")
+    assert warning.startswith("⚠ 1 of the 2 KV-cache timings are noisy")
+    assert "counts" in warning
+    assert timing_note([steady, noisy]) == timing_warning([steady, noisy])
+    assert timing_note([steady], "KV-cache timings").startswith(
+        "✓ All 1 KV-cache timings were steady")
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: compare({}), TypeError, "non-empty dict"),
+    (lambda: compare({"a": 3}), TypeError, "function without arguments"),
+    (lambda: compare({"a": lambda: None}, repeats=0), ValueError, "repeats"),
+    (lambda: time_samples(lambda: None, warmup=-1), ValueError, "warmup"),
+])
+def test_compare_errors(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
 
 
 def test_peak_memory_sees_a_large_temporary():

@@ -10,6 +10,8 @@ Parts:
   training   tools/bench_training.py   (chapter 8: steps and time to 100% accuracy)
   instructor tools/bench_instructor.py (release time, grading throughput)
   scale      tools/bench_scale.py      (chapter 10 sweep), when present
+  reference  tools/bench_scale.py --reference (chapter 10's timing cells, many repeats: the
+             reference table printed by the chapter; run it on a quiet machine)
 
 Numbers are measured, never asserted: targets are listed next to them.
 """
@@ -75,12 +77,12 @@ def bench_notebooks() -> None:
     write("notebooks", "Notebook execution (fresh kernel, top to bottom)", ["notebook", "seconds", "target", ""], rows)
 
 
-def run_script(name: str) -> None:
+def run_script(name: str, *arguments: str) -> None:
     script = ROOT / "tools" / f"bench_{name}.py"
     if not script.is_file():
         print(f"(no {script.name}: skipped)")
         return
-    subprocess.run([sys.executable, str(script)], cwd=ROOT, check=True)
+    subprocess.run([sys.executable, str(script), *arguments], cwd=ROOT, check=True)
 
 
 PARTS = {
@@ -90,6 +92,7 @@ PARTS = {
     "training": lambda: run_script("training"),
     "instructor": lambda: run_script("instructor"),
     "scale": lambda: run_script("scale"),
+    "reference": lambda: run_script("scale", "--reference"),
 }
 
 

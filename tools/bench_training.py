@@ -1,6 +1,7 @@
 """Chapter 8: how often each recipe predicts all six last words, over many seeds, and how fast.
 
-    python tools/bench_training.py                  # seeds 0-19, chapter's and first edition's recipe
+    python tools/bench_training.py                  # seeds 0-19: the chapter's recipe, each of its two
+                                                    # changes alone, the first edition's recipe
     python tools/bench_training.py --seeds 5        # seeds 0-4 (a smoke run)
     python tools/bench_training.py --only chapter   # one recipe
     python tools/bench_training.py --source         # also the source article's recipe (seed 123, 75 s)
@@ -46,6 +47,11 @@ from attention_book.hello_world import (  # noqa: E402
 
 RECIPES = {
     "chapter": ("chapter 8 (zero queries, attention lr x0.1)", CHAPTER_SETTINGS),
+    # the ablation of the chapter's recipe: each of its two changes alone
+    "slow-attention-only": ("slower query/key learning alone (default init, attention lr x0.1)",
+                            dict(CHAPTER_SETTINGS, zero_queries=False)),
+    "zero-queries-only": ("zero queries alone (one lr for all parameters)",
+                          dict(CHAPTER_SETTINGS, attention_lr_factor=1.0)),
     "first-edition": ("first edition (default init, one lr)", FIRST_EDITION_SETTINGS),
 }
 
@@ -76,6 +82,7 @@ def run_seed(settings: dict, seed: int, inputs, targets, prompts) -> dict:
         "seed": seed,
         "first": first,
         "time_to_first": None if first is None else result.seconds * first / steps,
+        "loss_at_first": None if first is None else result.losses[first],
         "final": round(result.accuracies[-1] * len(SIX_SENTENCES)),
         "loss": result.losses[-1],
         "seconds": result.seconds,
@@ -101,7 +108,7 @@ def table(name: str, settings: dict, rows: list) -> list:
              f"forcing the last rows onto ' is' leaves at most 1 right: "
              f"{sum(r['forced'] <= 1 for r in rows)} of {n}; the last row's largest weight on the "
              f"noun in all six sentences: {sum(r['noun_rows'] == 6 for r in rows)} of {n}.", ""]
-    header = ["seed", "first 6/6 at step", "time to first 6/6 (s)", "final", "final loss",
+    header = ["seed", "first 6/6 at step", "loss then", "time to first 6/6 (s)", "final", "final loss",
               "wall time (s)", "generates all six", "right with rows forced onto ' is'",
               "last row's largest weight on the noun"]
     lines.append("| " + " | ".join(header) + " |")
@@ -110,6 +117,7 @@ def table(name: str, settings: dict, rows: list) -> list:
         lines.append("| " + " | ".join([
             str(row["seed"]),
             "never" if row["first"] is None else str(row["first"]),
+            "-" if row["loss_at_first"] is None else f"{row['loss_at_first']:.3f}",
             "-" if row["time_to_first"] is None else f"{row['time_to_first']:.1f}",
             f"{row['final']}/{len(SIX_SENTENCES)}",
             f"{row['loss']:.3f}",

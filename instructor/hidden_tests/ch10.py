@@ -133,3 +133,97 @@ def chunk_other_sizes(student, reference):
 @hidden_test("ex-10-chunk-mask", "a chunk longer than the cache")
 def chunk_long(student, reference):
     _chunk_mask(student, reference, 9, 3)
+
+
+# ---------------------------------------------------------------- ex-10-rope
+
+
+def _rotate(x, positions):
+    """Pairs of neighbours turned by position * 10000 ** (-2 i / head_dim), in float64."""
+    head_dim = x.shape[-1]
+    theta = 10_000.0 ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    angles = positions.double()[:, None] * theta
+    a, b = x.double()[..., 0::2], x.double()[..., 1::2]
+    turned = torch.stack((a * torch.cos(angles) - b * torch.sin(angles),
+                          a * torch.sin(angles) + b * torch.cos(angles)), dim=-1)
+    return turned.flatten(-2).to(x.dtype)
+
+
+@hidden_test("ex-10-rope", "long positions, a wide head, float64 (the self-check's sizes differ)")
+def rope_long_positions(student, reference):
+    x = _randn(1, 2, 4, 64, seed=41, dtype=torch.float64)
+    positions = torch.tensor([1000, 1001, 1002, 4095])
+    got = student.call("rotate", x, positions)
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(x.shape):
+        raise Hint(f"rotate(x, positions) must return a tensor of x's shape {tuple(x.shape)}")
+    if got.dtype != torch.float64:
+        raise Hint(f"a float64 x must give a float64 result, got {got.dtype}")
+    # float32 angles (as in the chapter) round positions in the thousands to about 1e-4 rad
+    if not torch.allclose(got, _rotate(x, positions), atol=5e-3):
+        raise Hint("for positions in the thousands and head_dim 64 the rotation is wrong: pair "
+                   "(2i, 2i + 1) turns by position * 10000 ** (-2 * i / head_dim), with the "
+                   "positions given (not 0 .. T - 1)")
+
+
+@hidden_test("ex-10-rope", "the smallest head (2 numbers, one pair) and a single token")
+def rope_one_pair(student, reference):
+    x = torch.tensor([[0.6, 0.8]])  # one token, one pair
+    got = student.call("rotate", x, torch.tensor([2]))
+    want = torch.tensor([[0.6 * math.cos(2) - 0.8 * math.sin(2), 0.6 * math.sin(2) + 0.8 * math.cos(2)]])
+    if not isinstance(got, torch.Tensor) or not torch.allclose(got.float(), want, atol=1e-5):
+        raise Hint("one pair (0.6, 0.8) at position 2 must turn by 2 radians counter-clockwise "
+                   f"to {want.flatten().tolist()}; got {got if not isinstance(got, torch.Tensor) else got.tolist()}")
+
+
+@hidden_test("ex-10-rope", "x left unchanged", guard=True)
+def rope_no_mutation(student, reference):
+    x = _randn(2, 3, 6, seed=42)
+    _, after = student.run("out = rotate(x, positions); (out, x)", x=x, positions=torch.arange(3))
+    if not torch.equal(after, x):
+        raise Hint("rotate changed x in place: build a new tensor")
+
+
+# ---------------------------------------------------------------- ex-10-gqa
+
+
+def _grouped(queries, keys, values):
+    groups = queries.shape[1] // keys.shape[1]
+    keys = keys.repeat_interleave(groups, dim=1)
+    values = values.repeat_interleave(groups, dim=1)
+    T = queries.shape[-2]
+    hide = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    scores = (queries @ keys.transpose(-2, -1) / queries.shape[-1] ** 0.5).masked_fill(hide, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ values
+
+
+@hidden_test("ex-10-gqa", "groups of 4 and of 8, one token, float64")
+def gqa_other_groupings(student, reference):
+    for B, H, H_kv, T, hd in ((2, 8, 2, 7, 4), (1, 8, 1, 1, 2), (3, 12, 3, 5, 6)):
+        q = _randn(B, H, T, hd, seed=51, dtype=torch.float64)
+        k = _randn(B, H_kv, T, hd, seed=52, dtype=torch.float64)
+        v = _randn(B, H_kv, T, hd, seed=53, dtype=torch.float64)
+        got = student.call("grouped_attention", q, k, v)
+        if not isinstance(got, torch.Tensor) or tuple(got.shape) != (B, H, T, hd):
+            raise Hint(f"with {H} query heads and {H_kv} key/value heads the result must have shape "
+                       f"{(B, H, T, hd)}")
+        if not torch.allclose(got.double(), _grouped(q, k, v), atol=1e-8):
+            raise Hint(f"with {H} query heads and {H_kv} key/value heads (groups of {H // H_kv}) the "
+                       "context is wrong: query head h reads key/value head h // groups, causal, scaled "
+                       "by 1/sqrt(head_dim)")
+
+
+@hidden_test("ex-10-gqa", "large scores stay finite")
+def gqa_large_scores(student, reference):
+    q, k, v = _randn(1, 4, 6, 8, seed=54, scale=30.0), _randn(1, 2, 6, 8, seed=55, scale=30.0), _randn(1, 2, 6, 8, seed=56)
+    got = student.call("grouped_attention", q, k, v)
+    if not isinstance(got, torch.Tensor) or not torch.isfinite(got).all():
+        raise Hint("scores in the hundreds gave inf or nan: use torch.softmax (it subtracts the maximum)")
+    if not torch.allclose(got, _grouped(q, k, v), atol=1e-4):
+        raise Hint("with large scores the context differs from causal grouped attention")
+
+
+@hidden_test("ex-10-gqa", "the grouping written by the student", guard=True)
+def gqa_own_grouping(student, reference):
+    if "enable_gqa" in student.source or "repeat_kv" in student.source:
+        raise Hint("write the grouping yourself (no enable_gqa, no attention_book's repeat_kv)")
+    answer(RemoteNamespace(student), "grouped_attention")

@@ -2,9 +2,12 @@
 
 * :func:`attention_implementations` builds the five implementations of :data:`IMPLEMENTATIONS`
   with one set of weights;
-* :func:`benchmark_attention` times them round-robin on one batch, :func:`sweep` over lengths;
-* :func:`benchmark_table` shows one quantity (milliseconds, ratio to the fastest, or useful
-  GFLOP/s) as a :class:`Table`, :func:`plot_benchmark` draws the times against ``T``.
+* :func:`benchmark_attention` times them interleaved (round robin) on one batch, :func:`sweep`
+  over lengths; every time is the median of the repeats, kept with its spread
+  (:class:`attention_book.measure.Timing`);
+* :func:`benchmark_table` shows one quantity (milliseconds, ratio to the fastest, the spread, or
+  useful GFLOP/s) as a :class:`Table` that carries a warning when the timings were too noisy to
+  trust; :func:`plot_benchmark` draws the medians against ``T`` with their interquartile ranges.
 
 The command-line harness (machine description, files, the full sweep) is
 ``tools/bench_scale.py``; this module holds what the chapter needs to run the same
@@ -14,8 +17,7 @@ measurements in a notebook, on a laptop or in Colab.
 from __future__ import annotations
 
 import html
-import statistics
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 from torch import nn
@@ -23,12 +25,13 @@ from torch import nn
 from . import validation as check
 from .cost import attention_flops
 from .fused import FusedMultiHeadAttention, direct_sdpa
-from .measure import time_call
+from .measure import Timing, compare, timing_note
 from .multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 
 __all__ = [
     "IMPLEMENTATIONS",
     "attention_implementations",
+    "time_implementations",
     "benchmark_attention",
     "sweep",
     "Table",
@@ -45,7 +48,7 @@ IMPLEMENTATIONS = {
     "nn.MHA": "torch.nn.MultiheadAttention with the same weights",
 }
 
-QUANTITIES = ("ms", "ratio", "GFLOP/s")
+QUANTITIES = ("ms", "ratio", "spread", "GFLOP/s")
 
 
 def attention_implementations(d_model: int, num_heads: int,
@@ -97,24 +100,18 @@ def _check_names(names) -> List[str]:
     return chosen
 
 
-def benchmark_attention(num_tokens: int, batch_size: int = 1,
-                        d_model: int = 768, num_heads: int = 12,
-                        backward: bool = False, repeats: int = 3,
-                        names: Optional[Sequence[str]] = None, device=None,
-                        dtype: torch.dtype = torch.float32,
-                        statistic: str = "min") -> dict:
-    """Seconds of each implementation on one ``(B, T, d_model)`` batch:
-    ``name -> seconds``, the best (or median) of ``repeats`` rounds.
+def time_implementations(num_tokens: int, batch_size: int = 1,
+                         d_model: int = 768, num_heads: int = 12,
+                         backward: bool = False, repeats: int = 5,
+                         names: Optional[Sequence[str]] = None, device=None,
+                         dtype: torch.dtype = torch.float32) -> Dict[str, Timing]:
+    """The :class:`~attention_book.measure.Timing` of each implementation on one
+    ``(B, T, d_model)`` batch: one warm-up round, then ``repeats`` interleaved
+    rounds (:func:`attention_book.measure.compare`).
 
     ``backward=True`` times forward + backward (gradients of all weights).
-    Round robin: one call of each implementation per round, so a burst of
-    load from another program slows all of them alike.
     """
     chosen = _check_names(names)
-    if statistic not in ("median", "min"):
-        raise ValueError(
-            f"statistic must be 'median' or 'min', got {statistic!r}"
-        )
     check.positive_int("repeats", repeats)
     check.boolean("backward", backward)
     functions = attention_implementations(d_model, num_heads, num_tokens,
@@ -131,29 +128,43 @@ def benchmark_attention(num_tokens: int, batch_size: int = 1,
                 with torch.no_grad():
                     fn(x)
         calls[name] = call
-        call()  # warm-up: allocations, kernel selection
-    times: dict = {name: [] for name in chosen}
-    for _ in range(repeats):
-        for name, call in calls.items():
-            times[name].append(time_call(call, repeats=1, warmup=0,
-                                         device=device))
-    reduce = statistics.median if statistic == "median" else min
-    return {name: reduce(values) for name, values in times.items()}
+    return compare(calls, repeats=repeats, warmup=1, device=device)
+
+
+def benchmark_attention(num_tokens: int, batch_size: int = 1,
+                        d_model: int = 768, num_heads: int = 12,
+                        backward: bool = False, repeats: int = 5,
+                        names: Optional[Sequence[str]] = None, device=None,
+                        dtype: torch.dtype = torch.float32,
+                        statistic: str = "median") -> dict:
+    """Seconds of each implementation on one ``(B, T, d_model)`` batch:
+    ``name -> seconds``, the median (or ``statistic="min"``, the best) of
+    ``repeats`` interleaved rounds (see :func:`time_implementations`).
+    """
+    if statistic not in ("median", "min"):
+        raise ValueError(
+            f"statistic must be 'median' or 'min', got {statistic!r}"
+        )
+    timings = time_implementations(num_tokens, batch_size, d_model, num_heads,
+                                   backward, repeats, names, device, dtype)
+    return {name: (t.median if statistic == "median" else t.best)
+            for name, t in timings.items()}
 
 
 def sweep(tokens: Sequence[int], batch_size: int = 1, d_model: int = 768,
           num_heads: int = 12,
           passes: Sequence[str] = ("forward", "forward+backward"),
-          repeats: int = 3, device=None, dtype: torch.dtype = torch.float32,
+          repeats: int = 5, device=None, dtype: torch.dtype = torch.float32,
           skip: Optional[Callable[[int, str, str], bool]] = None,
           progress: bool = False) -> List[dict]:
-    """:func:`benchmark_attention` for every ``T`` in ``tokens`` and pass.
+    """:func:`time_implementations` for every ``T`` in ``tokens`` and pass.
 
     ``skip(T, pass_name, name)`` may return True to leave a slow measurement
     out. Returns one dict per (T, pass): ``tokens, batch_size, d_model,
-    num_heads, dtype, pass_name, seconds`` (``name -> seconds``) and
-    ``flops``: the useful (causal) FLOPs of :func:`attention_flops`,
-    forward x 3 for forward + backward.
+    num_heads, dtype, pass_name``, ``timings`` (``name -> Timing``),
+    ``seconds`` (``name -> median seconds``) and ``flops``: the useful
+    (causal) FLOPs of :func:`attention_flops`, forward x 3 for forward +
+    backward.
     """
     for pass_name in passes:
         if pass_name not in ("forward", "forward+backward"):
@@ -167,34 +178,39 @@ def sweep(tokens: Sequence[int], batch_size: int = 1, d_model: int = 768,
             names = [n for n in IMPLEMENTATIONS
                      if not (skip and skip(T, pass_name, n))]
             backward = pass_name != "forward"
-            seconds = benchmark_attention(
+            timings = time_implementations(
                 T, batch_size, d_model, num_heads, backward=backward,
                 repeats=repeats, names=names, device=device, dtype=dtype)
+            seconds = {name: t.median for name, t in timings.items()}
             flops = attention_flops(batch_size, T, d_model, num_heads,
                                     causal=True)
             rows.append(dict(tokens=T, batch_size=batch_size,
                              d_model=d_model, num_heads=num_heads,
                              dtype=str(dtype).replace("torch.", ""),
-                             pass_name=pass_name, seconds=seconds,
+                             pass_name=pass_name, timings=timings,
+                             seconds=seconds,
                              flops=flops * (3 if backward else 1)))
             if progress:
-                times = ", ".join(f"{n} {s * 1e3:.1f} ms"
-                                  for n, s in seconds.items())
+                times = ", ".join(f"{n} {t.milliseconds(1)}"
+                                  for n, t in timings.items())
                 print(f"T={T:>5} {pass_name:<17} {times}", flush=True)
     return rows
 
 
 class Table:
     """Rows shown as a table: HTML in a notebook, markdown with
-    :meth:`to_markdown`.
+    :meth:`to_markdown`; ``notes`` (e.g. a :func:`~attention_book.measure.timing_warning`)
+    are shown under it.
 
     Its plain-text form only says how big it is, so a notebook's printed text
     stays the same from run to run although the measured numbers change.
     """
 
-    def __init__(self, header: Sequence[str], rows: Sequence[Sequence[object]]):
+    def __init__(self, header: Sequence[str], rows: Sequence[Sequence[object]],
+                 notes: Sequence[str] = ()):
         self.header = [str(cell) for cell in header]
         self.rows = [[str(cell) for cell in row] for row in rows]
+        self.notes = [str(note) for note in notes if note]
         for row in self.rows:
             if len(row) != len(self.header):
                 raise ValueError(
@@ -207,6 +223,7 @@ class Table:
         lines = ["| " + " | ".join(self.header) + " |",
                  "|" + "---|" * len(self.header)]
         lines += ["| " + " | ".join(row) + " |" for row in self.rows]
+        lines += [f"\n{note}" for note in self.notes]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -214,8 +231,10 @@ class Table:
         body = "".join(
             "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row)
             + "</tr>" for row in self.rows)
+        notes = "".join(f'<p class="timing-note"><strong>{html.escape(note)}</strong></p>'
+                        for note in self.notes)
         return (f'<table class="table"><thead><tr>{head}</tr></thead>'
-                f"<tbody>{body}</tbody></table>")
+                f"<tbody>{body}</tbody></table>{notes}")
 
     def __repr__(self) -> str:
         return f"<Table: {len(self.rows)} rows x {len(self.header)} columns>"
@@ -224,8 +243,10 @@ class Table:
 def benchmark_table(rows: List[dict], quantity: str = "ms",
                     names: Optional[Sequence[str]] = None) -> Table:
     """The rows of :func:`sweep` as a :class:`Table` of one ``quantity``:
-    ``"ms"`` (milliseconds), ``"ratio"`` (time / the row's fastest) or
-    ``"GFLOP/s"`` (useful, causal FLOPs per second)."""
+    ``"ms"`` (median milliseconds), ``"ratio"`` (time / the row's fastest),
+    ``"spread"`` (the IQR as a percentage of the median) or ``"GFLOP/s"``
+    (useful, causal FLOPs per second). A noisy timing is marked ⚠ and the
+    table carries a warning (:func:`attention_book.measure.timing_warning`)."""
     if quantity not in QUANTITIES:
         raise ValueError(
             f"quantity must be one of {QUANTITIES}, got {quantity!r}"
@@ -234,22 +255,32 @@ def benchmark_table(rows: List[dict], quantity: str = "ms",
     label = "useful GFLOP/s" if quantity == "GFLOP/s" else quantity
     header = [f"B x T ({label})", "pass"] + chosen
     table_rows = []
+    all_timings = []
     for row in rows:
         fastest = min(row["seconds"].values())
         cells = []
         for name in chosen:
             seconds = row["seconds"].get(name)
+            timing = row.get("timings", {}).get(name)
             if seconds is None:
                 cells.append("skipped")
-            elif quantity == "ms":
-                cells.append(f"{seconds * 1e3:.1f}")
+                continue
+            if quantity == "ms":
+                cell = f"{seconds * 1e3:.1f}"
             elif quantity == "ratio":
-                cells.append(f"{seconds / fastest:.1f}x")
+                cell = f"{seconds / fastest:.1f}x"
+            elif quantity == "spread":
+                cell = "-" if timing is None else f"{timing.spread:.0%}"
             else:
-                cells.append(f"{row['flops'] / seconds / 1e9:.0f}")
+                cell = f"{row['flops'] / seconds / 1e9:.0f}"
+            if timing is not None:
+                all_timings.append(timing)
+                cell += " ⚠" if timing.noisy else ""
+            cells.append(cell)
         size = f"{row['batch_size']} x {row['tokens']}"
         table_rows.append([size, row["pass_name"]] + cells)
-    return Table(header, table_rows)
+    notes = [timing_note(all_timings, "timings in this table")] if all_timings else []
+    return Table(header, table_rows, notes=notes)
 
 
 def plot_benchmark(rows: List[dict], axes=None, batch_size: int = 1):
@@ -267,16 +298,29 @@ def plot_benchmark(rows: List[dict], axes=None, batch_size: int = 1):
     for ax, pass_name in zip(axes, passes):
         chosen = [r for r in rows if r["pass_name"] == pass_name
                   and r["batch_size"] == batch_size]
+        noisy = False
         for name in IMPLEMENTATIONS:
-            points = [(r["tokens"], r["seconds"][name] * 1e3)
-                      for r in chosen if name in r["seconds"]]
-            if points:
-                ax.plot(*zip(*points), marker="o", label=name)
+            chosen_rows = [r for r in chosen if name in r["seconds"]]
+            if not chosen_rows:
+                continue
+            lengths = [r["tokens"] for r in chosen_rows]
+            medians = [r["seconds"][name] * 1e3 for r in chosen_rows]
+            timings = [r.get("timings", {}).get(name) for r in chosen_rows]
+            if all(t is not None for t in timings):  # the IQR as an error bar
+                below = [m - t.q1 * 1e3 for m, t in zip(medians, timings)]
+                above = [t.q3 * 1e3 - m for m, t in zip(medians, timings)]
+                ax.errorbar(lengths, medians, yerr=[below, above], marker="o",
+                            capsize=3, label=name)
+                noisy = noisy or any(t.noisy for t in timings)
+            else:
+                ax.plot(lengths, medians, marker="o", label=name)
         first = chosen[0]
+        title = (f"{pass_name}, batch {batch_size}, d={first['d_model']}, "
+                 f"{first['num_heads']} heads, {first['dtype']}")
+        if noisy:
+            title += "\n⚠ noisy timings: do not read ratios off this plot"
         ax.set(xscale="log", yscale="log", xlabel="sequence length T",
-               ylabel="milliseconds (measured)",
-               title=f"{pass_name}, batch {batch_size}, d={first['d_model']}, "
-                     f"{first['num_heads']} heads, {first['dtype']}")
+               ylabel="median milliseconds (measured)", title=title)
         lengths = sorted({r["tokens"] for r in chosen})
         ax.set_xticks(lengths, [str(t) for t in lengths])
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())

@@ -7,10 +7,14 @@ prints the same numbers on every machine.
 * :func:`block_flops` - the same plus a transformer block's MLP, to see where ``T^2`` wins;
 * :func:`score_matrix_bytes` - one ``(B, H, T, T)`` tensor of scores or weights;
 * :func:`attention_bytes_moved` and :func:`arithmetic_intensity` - the memory traffic of the
-  attention core with and without a fused kernel, and FLOPs per byte (the roofline's x axis).
+  attention core with and without a fused kernel, and FLOPs per byte (the roofline's x axis);
+* :func:`kv_cache_bytes` and :func:`decode_step_cost` - what generating one token with a KV cache
+  reads and computes: why decoding is limited by memory, and what grouped-query attention saves.
 """
 
 from __future__ import annotations
+
+from typing import Optional
 
 import torch
 
@@ -22,7 +26,13 @@ __all__ = [
     "score_matrix_bytes",
     "attention_bytes_moved",
     "arithmetic_intensity",
+    "kv_cache_bytes",
+    "decode_step_cost",
 ]
+
+#: queries per block of a fused kernel in this model (FlashAttention-2 uses tiles of 64 or 128
+#: rows on current GPUs, depending on the head size and the GPU)
+QUERY_BLOCK = 128
 
 
 def _check_sizes(batch_size, num_tokens, d_model, num_heads) -> None:
@@ -110,40 +120,132 @@ def score_matrix_bytes(batch_size: int, num_tokens: int, num_heads: int,
 
 def attention_bytes_moved(batch_size: int, num_tokens: int, d_model: int,
                           num_heads: int, dtype: torch.dtype = torch.float32,
-                          fused: bool = True) -> int:
+                          fused: bool = True, query_block: int = QUERY_BLOCK) -> int:
     """Bytes the attention core reads from and writes to main memory (a
     simple model, for comparing orders of magnitude).
 
-    Both paths read ``Q``, ``K``, ``V`` and write the output: ``4 * B * T *
-    d`` numbers. The from-scratch path (``fused=False``) also writes the
-    ``(B, H, T, T)`` scores, reads them back for the softmax, writes the
-    weights and reads them again for ``A @ V``: ``4 * B * H * T^2`` more
-    numbers (our code's separate mask and scale steps add even more). A
-    fused kernel keeps each tile of scores in fast on-chip memory (cache or
-    GPU shared memory), so in this model it moves only the ``4 * B * T * d``.
-    (Real fused kernels re-read ``K`` and ``V`` once per block of queries;
-    the FlashAttention paper derives the exact count.)
+    From scratch (``fused=False``): read ``Q``, ``K``, ``V`` and write the
+    output (``4 * B * T * d`` numbers), and also write the ``(B, H, T, T)``
+    scores, read them back for the softmax, write the weights and read them
+    again for ``A @ V``: ``4 * B * H * T^2`` more numbers (our code's separate
+    mask and scale steps add even more).
+
+    Fused (``fused=True``): the scores live tile by tile in fast on-chip
+    memory (GPU shared memory, CPU cache) and never reach main memory. The
+    kernel reads ``Q`` once and writes the output once (``2 * B * T * d``),
+    but the on-chip memory holds only one block of ``query_block`` queries
+    with its running softmax at a time, so it reads all of ``K`` and ``V``
+    again for every block of queries: ``ceil(T / query_block)`` passes of
+    ``2 * B * T * d`` numbers. That is FlashAttention's count (Dao et al.,
+    2022: ``Theta(T^2 d^2 / M)`` accesses for on-chip memory of ``M``
+    numbers, whose blocks hold about ``M / d`` rows). Traffic still grows like
+    ``T^2``, only ``query_block / H`` times more slowly than the from-scratch
+    ``T x T`` matrices; with ``query_block >= T`` (everything fits on chip)
+    it is the ideal ``4 * B * T * d``.
     """
     _check_sizes(batch_size, num_tokens, d_model, num_heads)
+    query_block = positive_int("query_block", query_block)
     element = _element_size(dtype)
-    inputs_and_output = 4 * batch_size * num_tokens * d_model
     if fused:
-        return inputs_and_output * element
+        passes = -(-num_tokens // query_block)  # ceil(T / query_block)
+        numbers = 2 * batch_size * num_tokens * d_model * (1 + passes)  # Q, O; K and V per pass
+        return numbers * element
+    inputs_and_output = 4 * batch_size * num_tokens * d_model
     square = 4 * batch_size * num_heads * num_tokens**2
     return (inputs_and_output + square) * element
 
 
 def arithmetic_intensity(batch_size: int, num_tokens: int, d_model: int,
                          num_heads: int, dtype: torch.dtype = torch.float32,
-                         fused: bool = True, causal: bool = False) -> float:
-    """FLOPs per byte moved of the attention core (no projections).
+                         fused: bool = True, causal: bool = False,
+                         query_block: int = QUERY_BLOCK) -> float:
+    """FLOPs per byte moved of the attention core (no projections), with the
+    traffic of :func:`attention_bytes_moved`.
 
     The roofline model: a kernel that does ``I`` FLOPs per byte can run at
     most ``min(peak FLOP/s, I * memory bandwidth)``. Below the ridge point
-    ``peak / bandwidth`` it waits for memory, above it for arithmetic.
+    ``peak / bandwidth`` it waits for memory, above it for arithmetic. The
+    from-scratch core levels off at ``d_head / bytes per number`` (16 for
+    heads of 64 float32 columns); the fused core at ``2 * query_block / bytes
+    per number`` (64 for blocks of 128 float32 queries), however long the
+    sequence (all FLOPs and bytes counted; ``causal=True`` halves the FLOPs
+    but not this model's bytes).
     """
     flops = attention_flops(batch_size, num_tokens, d_model, num_heads,
                             causal=causal, projections=False)
     moved = attention_bytes_moved(batch_size, num_tokens, d_model, num_heads,
-                                  dtype=dtype, fused=fused)
+                                  dtype=dtype, fused=fused,
+                                  query_block=query_block)
     return flops / moved
+
+
+def kv_cache_bytes(batch_size: int, num_tokens: int, d_model: int,
+                   num_heads: int, num_layers: int = 1,
+                   num_kv_heads: Optional[int] = None,
+                   dtype: torch.dtype = torch.float32) -> int:
+    """Bytes of a KV cache: one key and one value vector of
+    ``num_kv_heads * head_dim`` numbers per token, layer and sequence.
+
+    ``num_kv_heads`` defaults to ``num_heads`` (multi-head attention); grouped-query attention
+    with ``num_kv_heads = num_heads / g`` stores ``g`` times less, multi-query (1) ``num_heads``
+    times less.
+    """
+    _check_sizes(batch_size, num_tokens, d_model, num_heads)
+    positive_int("num_layers", num_layers)
+    num_kv_heads = _kv_heads(num_heads, num_kv_heads)
+    kv_width = num_kv_heads * (d_model // num_heads)
+    return 2 * batch_size * num_tokens * num_layers * kv_width * _element_size(dtype)
+
+
+def _kv_heads(num_heads: int, num_kv_heads: Optional[int]) -> int:
+    if num_kv_heads is None:
+        return num_heads
+    positive_int("num_kv_heads", num_kv_heads)
+    if num_heads % num_kv_heads:
+        divisors = tuple(k for k in range(1, num_heads + 1) if num_heads % k == 0)
+        raise ValueError(
+            f"num_kv_heads={num_kv_heads} does not divide num_heads={num_heads}; choose "
+            f"num_kv_heads from {divisors}"
+        )
+    return num_kv_heads
+
+
+def decode_step_cost(batch_size: int, cached_tokens: int, d_model: int,
+                     num_heads: int, num_layers: int = 1,
+                     num_kv_heads: Optional[int] = None, mlp_ratio: int = 4,
+                     dtype: torch.dtype = torch.float32) -> dict:
+    """FLOPs and bytes of generating one token per sequence with a KV cache of
+    ``cached_tokens`` tokens, in the transformer blocks (embeddings, layer
+    norms and the output layer left out).
+
+    Per layer and sequence the new token's query meets ``cached_tokens + 1``
+    keys and values: ``2 * 2 * (t + 1) * d`` FLOPs (scores and context, all
+    query heads), reading the whole cache of that layer. The weights
+    (``4 d^2`` attention + ``2 * mlp_ratio * d^2`` MLP numbers per layer) do
+    2 FLOPs per number and token, and are read once per step for the whole
+    batch. Returns a dict with ``attention_flops``, ``cache_bytes``,
+    ``weight_flops``, ``weight_bytes``, ``attention_intensity`` (the
+    attention core alone: ``2 * num_heads / num_kv_heads / bytes per number``
+    FLOP per byte, whatever the batch or the length) and ``intensity`` (the
+    whole step).
+    """
+    _check_sizes(batch_size, cached_tokens, d_model, num_heads)
+    positive_int("num_layers", num_layers)
+    positive_int("mlp_ratio", mlp_ratio)
+    num_kv_heads = _kv_heads(num_heads, num_kv_heads)
+    element = _element_size(dtype)
+    keys_seen = cached_tokens + 1  # the cache plus the new token itself
+    attention = 2 * 2 * batch_size * keys_seen * d_model * num_layers
+    cache = kv_cache_bytes(batch_size, keys_seen, d_model, num_heads, num_layers,
+                           num_kv_heads, dtype)
+    weight_numbers = (4 + 2 * mlp_ratio) * d_model**2 * num_layers
+    weight_flops = 2 * weight_numbers * batch_size
+    weight_bytes = weight_numbers * element
+    return {
+        "attention_flops": attention,
+        "cache_bytes": cache,
+        "weight_flops": weight_flops,
+        "weight_bytes": weight_bytes,
+        "attention_intensity": attention / cache,
+        "intensity": (attention + weight_flops) / (cache + weight_bytes),
+    }

@@ -130,8 +130,105 @@ CHUNK_MASK = [
           "nothing is hidden", non_attempt=True),
 ]
 
+
+
+def _rope(name, body, hint, non_attempt=False):
+    code = _IMPORTS + "\ndef rotate(x, positions):\n"
+    code += "    head_dim = x.shape[-1]\n"
+    return WrongAnswer(name, code + body, hint, non_attempt)
+
+
+_THETA = "    theta = 10000.0 ** (-torch.arange(0, head_dim, 2).float() / head_dim)\n"
+_ANGLES = "    angles = positions.float()[:, None] * theta  # (T, hd/2)\n"
+_PAIRS = "    a, b = x[..., 0::2], x[..., 1::2]\n"
+
+
+def _turn(first, second):
+    return ("    out = torch.stack((" + first + ", " + second + "), dim=-1)\n"
+            "    return out.flatten(-2)\n")
+
+
+_RIGHT_TURN = _turn("a * angles.cos() - b * angles.sin()", "a * angles.sin() + b * angles.cos()")
+
+ROPE = [
+    _rope("rotate-half-layout", _THETA + _ANGLES
+          + "    a, b = x[..., :head_dim // 2], x[..., head_dim // 2:]\n"
+          "    return torch.cat((a * angles.cos() - b * angles.sin(),\n"
+          "                      a * angles.sin() + b * angles.cos()), dim=-1)\n",
+          "rotate half"),
+    _rope("clockwise", _THETA + _ANGLES + _PAIRS
+          + _turn("a * angles.cos() + b * angles.sin()", "-a * angles.sin() + b * angles.cos()"),
+          "turn the wrong way"),
+    _rope("cos-and-sin-swapped", _THETA + _ANGLES + _PAIRS
+          + _turn("a * angles.sin() - b * angles.cos()", "a * angles.cos() + b * angles.sin()"),
+          "cos and sin are swapped"),
+    _rope("exponent-counts-pairs-once",
+          "    theta = 10000.0 ** (-torch.arange(head_dim // 2).float() / head_dim)\n"
+          + _ANGLES + _PAIRS + _RIGHT_TURN, "fall too slowly"),
+    _rope("frequencies-not-inverted",
+          "    theta = 10000.0 ** (torch.arange(0, head_dim, 2).float() / head_dim)\n"
+          + _ANGLES + _PAIRS + _RIGHT_TURN, "grow with the pair index"),
+    _rope("ignores-the-position", _THETA + "    angles = theta.expand(len(positions), -1)\n"
+          + _PAIRS + _RIGHT_TURN, "whatever its position"),
+    _rope("index-instead-of-position", _THETA
+          + "    angles = torch.arange(x.shape[-2]).float()[:, None] * theta\n"
+          + _PAIRS + _RIGHT_TURN, "ignores the positions argument"),
+    _rope("rotates-in-place", _THETA + _ANGLES
+          + "    a, b = x[..., 0::2].clone(), x[..., 1::2].clone()\n"
+          "    x[..., 0::2] = a * angles.cos() - b * angles.sin()\n"
+          "    x[..., 1::2] = a * angles.sin() + b * angles.cos()\n"
+          "    return x\n", "changed x in place"),
+    _rope("pairs-as-a-new-dimension", _THETA + _ANGLES + _PAIRS
+          + "    return torch.stack((a * angles.cos() - b * angles.sin(),\n"
+          "                        a * angles.sin() + b * angles.cos()), dim=-1)\n",
+          "flatten it back"),
+    _rope("returns-x", "    return x\n", "this check counts once", non_attempt=True),
+]
+
+
+def _gqa(name, body, hint, non_attempt=False):
+    code = _IMPORTS + "\ndef grouped_attention(queries, keys, values):\n"
+    code += ("    H, H_kv, T = queries.shape[1], keys.shape[1], queries.shape[2]\n"
+             "    groups = H // H_kv\n"
+             "    hide = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)\n")
+    return WrongAnswer(name, code + body, hint, non_attempt)
+
+
+def _attend(scale="/ math.sqrt(queries.shape[-1])", mask=True, dim=-1):
+    masked = ".masked_fill(hide, float('-inf'))" if mask else ""
+    return (f"    scores = (queries @ keys.transpose(-2, -1) {scale}){masked}\n"
+            f"    return torch.softmax(scores, dim={dim}) @ values\n")
+
+
+_INTERLEAVE = ("    keys = keys.repeat_interleave(groups, dim=1)\n"
+               "    values = values.repeat_interleave(groups, dim=1)\n")
+
+GQA = [
+    _gqa("tiles-the-heads", "    keys = keys.repeat(1, groups, 1, 1)\n"
+         "    values = values.repeat(1, groups, 1, 1)\n" + _attend(), "you tiled the heads"),
+    _gqa("not-causal", _INTERLEAVE + _attend(mask=False), "a query sees later tokens"),
+    _gqa("no-scale", _INTERLEAVE + _attend(scale=""), "the scores are not scaled"),
+    _gqa("first-head-for-all", "    keys = keys[:, :1].expand(-1, H, -1, -1)\n"
+         "    values = values[:, :1].expand(-1, H, -1, -1)\n" + _attend(),
+         "every query head reads key/value head 0"),
+    _gqa("softmax-over-queries", _INTERLEAVE + _attend(dim=-2), "normalise over the keys"),
+    _gqa("repeats-by-the-number-of-kv-heads", "    keys = keys.repeat_interleave(H_kv, dim=1)\n"
+         "    values = values.repeat_interleave(H_kv, dim=1)\n" + _attend(),
+         "repeat each key/value head for its group"),
+    _gqa("uses-enable-gqa",
+         "    return F.scaled_dot_product_attention(queries, keys, values, is_causal=True,\n"
+         "                                          enable_gqa=True)\n",
+         "write the grouping yourself"),
+    _gqa("averages-the-queries-of-a-group",
+         "    queries = queries.unflatten(1, (H_kv, groups)).mean(dim=2)\n" + _attend(),
+         "the queries' shape"),
+    _gqa("returns-queries", "    return queries\n", "this check counts once", non_attempt=True),
+]
+
 WRONG_ANSWERS = {
     "ex-10-flops": FLOPS,
     "ex-10-kv-step": KV_STEP,
     "ex-10-chunk-mask": CHUNK_MASK,
+    "ex-10-rope": ROPE,
+    "ex-10-gqa": GQA,
 }

@@ -4,6 +4,10 @@
 * :func:`kv_step` - ``ex-10-kv-step``: one decoding step with a KV cache.
 * :func:`chunk_mask` - ``ex-10-chunk-mask``: the lower-right causal mask of new tokens that
   attend to cached ones (checked on many sizes and by chunked decoding).
+* :func:`rope` - ``ex-10-rope``: rotary position embeddings (pairs of neighbours turned by
+  position times frequency; scores that depend on the offset only).
+* :func:`gqa` - ``ex-10-gqa``: causal grouped-query attention (query head ``h`` reads key/value
+  head ``h // groups``).
 """
 
 from __future__ import annotations
@@ -13,9 +17,9 @@ import numbers
 
 import torch
 
-from .core import Guard, Hint, close, register
+from .core import Guard, Hint, answer_source, close, register
 
-__all__ = ["flops", "kv_step", "chunk_mask"]
+__all__ = ["flops", "kv_step", "chunk_mask", "rope", "gqa"]
 
 
 # ---------------------------------------------------------------- ex-10-flops
@@ -354,4 +358,277 @@ def chunk_mask(chunk_mask):
         # an all-False mask (a non-attempt) also hides nothing here: a guard
         Guard("one new token sees everything", one_new_token_sees_everything),
         ("chunked decoding equals one causal pass", chunked_decoding),
+    ]
+
+
+# ---------------------------------------------------------------- ex-10-rope
+def _reference_rotate(x: torch.Tensor, positions: torch.Tensor, base: float = 10_000.0):
+    head_dim = x.shape[-1]
+    theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    angles = positions.to(torch.float64)[:, None] * theta  # (T, hd/2)
+    a, b = x.double()[..., 0::2], x.double()[..., 1::2]
+    out = torch.empty_like(x, dtype=torch.float64)
+    out[..., 0::2] = a * torch.cos(angles) - b * torch.sin(angles)
+    out[..., 1::2] = a * torch.sin(angles) + b * torch.cos(angles)
+    return out.to(x.dtype)
+
+
+def _rope_diagnosis(got, x, positions) -> str:
+    """A hint when ``got`` equals a typical wrong rotation of ``x``, else an empty string."""
+    head_dim = x.shape[-1]
+    half = head_dim // 2
+    pair_index = torch.arange(half, dtype=torch.float64)
+    theta = 10_000.0 ** (-2 * pair_index / head_dim)
+    steps = positions.double()[:, None]  # (T, 1)
+    a, b = x.double()[..., 0::2], x.double()[..., 1::2]
+    lo, hi = x.double()[..., :half], x.double()[..., half:]
+
+    def turned(angles, first=a, second=b, sign=1.0):
+        """Pairs (first, second) turned by ``angles`` (sign -1: clockwise), as neighbours."""
+        cos, sin = torch.cos(angles), sign * torch.sin(angles)
+        return torch.stack((first * cos - second * sin, first * sin + second * cos),
+                           dim=-1).flatten(-2)
+
+    cos, sin = torch.cos(steps * theta), torch.sin(steps * theta)
+    wrong = [
+        (torch.cat((lo * cos - hi * sin, lo * sin + hi * cos), dim=-1),
+         "you paired number i with number i + head_dim / 2 (the 'rotate half' layout of some "
+         "libraries); this exercise pairs neighbours: numbers 0 and 1, 2 and 3, ..."),
+        (turned(steps * theta, sign=-1.0),
+         "your pairs turn the wrong way (clockwise): a positive angle turns (1, 0) towards "
+         "(0, 1), as in the exercise's formula"),
+        (torch.stack((a * sin - b * cos, a * cos + b * sin), dim=-1).flatten(-2),
+         "cos and sin are swapped: the first number of a pair keeps cos of the angle"),
+        (turned(steps * 10_000.0 ** (-pair_index / head_dim)),
+         "the angles per pair fall too slowly: with i counting pairs (0 .. head_dim / 2 - 1), "
+         "pair i turns by base ** (-2 * i / head_dim) per position"),
+        (turned(steps / theta),
+         "your angles grow with the pair index: theta_i = base ** (-2 * i / head_dim) gets "
+         "smaller for later pairs (a minus sign in the exponent)"),
+        (turned(theta.expand(len(positions), -1)),
+         "every token is turned by the same angles, whatever its position: multiply the "
+         "angles by each token's position"),
+    ]
+    ordinary = torch.arange(x.shape[-2])
+    if not torch.equal(ordinary, positions):
+        wrong.append((_reference_rotate(x.double(), ordinary),
+                      "your code ignores the positions argument and uses 0 .. T - 1: turn each "
+                      "token by the position it is given (after a KV cache they continue)"))
+    for candidate, hint in wrong:
+        if close(got, candidate, atol=1e-4):
+            return hint
+    return ""
+
+
+@register("ex-10-rope", "Rotate queries and keys (RoPE)")
+def rope(rotate):
+    """Check ``rotate(x, positions) -> x rotated``: ``x`` ``(..., T, head_dim)``, ``positions``
+    ``(T,)``, pair ``(2i, 2i + 1)`` turned by ``positions * 10000 ** (-2 i / head_dim)``."""
+    generator = torch.Generator().manual_seed(21)
+    x = torch.randn(2, 3, 5, 8, generator=generator)  # (B, H, T, hd)
+    positions = torch.tensor([3, 4, 5, 6, 7])  # a chunk after a cache of 3 tokens
+    original = x.clone()
+
+    def result(x_in, positions_in):
+        out = rotate(x_in.clone(), positions_in.clone())
+        if not isinstance(out, torch.Tensor):
+            raise Hint(f"rotate should return a tensor, got {type(out).__name__}; did you forget "
+                       "`return`?")
+        return out
+
+    def shape_and_dtype():
+        out = result(x, positions)
+        if out.shape != x.shape:
+            raise Hint(f"the result must have the shape of x, {tuple(x.shape)}, got "
+                       f"{tuple(out.shape)}: rotate the pairs in place of the numbers, do not "
+                       "stack them into a new dimension (flatten it back)")
+        if out.dtype != x.dtype:
+            raise Hint(f"the result must keep x's dtype ({x.dtype}), got {out.dtype}")
+
+    def values():
+        shape_and_dtype()
+        got = result(x, positions)
+        if close(got, _reference_rotate(x, positions), atol=1e-5):
+            return
+        raise Hint(_rope_diagnosis(got, x, positions)
+                   or "the rotated numbers differ from turning pair (2i, 2i + 1) by the angle "
+                      "position * 10000 ** (-2 * i / head_dim)")
+
+    def lengths_kept():
+        out = result(x, positions)
+        if not close(out.norm(dim=-1), x.norm(dim=-1), atol=1e-4):
+            raise Hint("the vectors changed length: a rotation only turns them (check that both "
+                       "numbers of a pair use the same angle, with cos and sin)")
+
+    def offsets_only():
+        q, k = torch.randn(2, 1, 16, generator=torch.Generator().manual_seed(22))
+        scores = []
+        for m, n in ((4, 1), (40, 37), (400, 397)):
+            rotated_q = result(q, torch.tensor([m]))
+            rotated_k = result(k, torch.tensor([n]))
+            scores.append(float((rotated_q * rotated_k).sum()))
+        if max(scores) - min(scores) > 1e-3 * (1 + abs(scores[0])):
+            raise Hint(f"a query 3 positions after its key scores {scores[0]:.4f} at positions 4 "
+                       f"and 1 but {scores[1]:.4f} at 40 and 37: with RoPE the score may depend "
+                       "only on the offset (turn queries and keys by the same rule)")
+
+    def one_head():
+        head = torch.randn(3, 4, generator=torch.Generator().manual_seed(23))  # (T, hd)
+        got = result(head, torch.arange(3))
+        if not close(got, _reference_rotate(head, torch.arange(3)), atol=1e-5):
+            raise Hint(_rope_diagnosis(got, head, torch.arange(3))
+                       or "for a (T, head_dim) = (3, 4) input at positions 0, 1, 2 the rotated "
+                          "numbers are wrong: turn pair (2i, 2i + 1) by position * 10000 ** "
+                          "(-2 * i / head_dim)")
+
+    def position_zero():
+        out = result(x[..., :1, :], torch.tensor([0]))
+        if not close(out, x[..., :1, :]):
+            raise Hint("position 0 must not rotate anything (angle 0)")
+
+    def float64():
+        out = result(x.double(), positions)
+        if out.dtype != torch.float64:
+            raise Hint(f"a float64 x must give a float64 result, got {out.dtype}")
+
+    def untouched():
+        rotate(x, positions)
+        if not torch.equal(x, original):
+            raise Hint("your function changed x in place (e.g. x[..., 0::2] = ...): build a new "
+                       "tensor and leave the input as it was")
+
+    # a non-attempt (x returned as it is) keeps shape, dtype, lengths and offsets: guards
+    return [
+        Guard("same shape and dtype as x", shape_and_dtype),
+        ("pairs of neighbours turned by position times frequency", values),
+        ("one head of 4 numbers at positions 0, 1, 2", one_head),
+        Guard("scores depend only on the offset", offsets_only),
+        Guard("float64 stays float64", float64),
+        Guard("lengths unchanged", lengths_kept),
+        Guard("position 0 is no rotation", position_zero),
+        Guard("leaves x unchanged", untouched),
+    ]
+
+
+# ---------------------------------------------------------------- ex-10-gqa
+def _reference_gqa(queries, keys, values):
+    groups = queries.shape[1] // keys.shape[1]
+    keys = keys.repeat_interleave(groups, dim=1)
+    values = values.repeat_interleave(groups, dim=1)
+    T = queries.shape[-2]
+    hide = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    scores = queries @ keys.transpose(-2, -1) / math.sqrt(queries.shape[-1])
+    return torch.softmax(scores.masked_fill(hide, float("-inf")), dim=-1) @ values
+
+
+def _gqa_diagnosis(got, queries, keys, values) -> str:
+    H, H_kv, T, hd = queries.shape[1], keys.shape[1], queries.shape[-2], queries.shape[-1]
+    groups = H // H_kv
+    hide = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+
+    def attend(k, v, scale=True, mask=True, dim=-1):
+        scores = queries @ k.transpose(-2, -1)
+        if scale:
+            scores = scores / math.sqrt(hd)
+        if mask:
+            scores = scores.masked_fill(hide, float("-inf"))
+        return torch.softmax(scores, dim=dim) @ v
+
+    tiled = (keys.repeat(1, groups, 1, 1), values.repeat(1, groups, 1, 1))
+    grouped = (keys.repeat_interleave(groups, 1), values.repeat_interleave(groups, 1))
+    wrong = [
+        (attend(*tiled), "query head h reads key/value head h % num_kv_heads: you tiled the "
+         "heads (like tensor.repeat). Consecutive query heads form a group: head h reads "
+         "key/value head h // (num_heads // num_kv_heads)"),
+        (attend(*grouped, mask=False), "a query sees later tokens: hide every key that comes "
+         "after its query (causal attention)"),
+        (attend(*grouped, scale=False), "the scores are not scaled: divide them by "
+         "sqrt(head_dim) before the softmax"),
+        (attend(keys[:, :1].expand(-1, H, -1, -1), values[:, :1].expand(-1, H, -1, -1)),
+         "every query head reads key/value head 0: each group of query heads has its own "
+         "key/value head"),
+        (attend(*grouped, dim=-2), "the softmax runs over the queries: normalise over the "
+         "keys, dim=-1"),
+    ]
+    for candidate, hint in wrong:
+        if close(got, candidate, atol=1e-5):
+            return hint
+    return ""
+
+
+@register("ex-10-gqa", "Grouped-query attention")
+def gqa(grouped_attention):
+    """Check ``grouped_attention(queries, keys, values)``: causal attention in which query head
+    ``h`` of ``(B, H, T, hd)`` reads key/value head ``h // (H // H_kv)`` of ``(B, H_kv, T, hd)``."""
+    def tensors(B, H, H_kv, T, hd, seed):
+        generator = torch.Generator().manual_seed(seed)
+        return (torch.randn(B, H, T, hd, generator=generator),
+                torch.randn(B, H_kv, T, hd, generator=generator),
+                torch.randn(B, H_kv, T, hd, generator=generator))
+
+    queries, keys, values = tensors(2, 6, 2, 5, 4, seed=31)  # groups of 3
+    originals = [t.clone() for t in (queries, keys, values)]
+
+    def run(q, k, v):
+        try:
+            out = grouped_attention(q.clone(), k.clone(), v.clone())
+        except NotImplementedError:  # a RuntimeError too: not a crash but a non-attempt
+            raise
+        except RuntimeError as err:
+            raise Hint(f"your code failed for queries {tuple(q.shape)} and keys/values "
+                       f"{tuple(k.shape)} ({str(err).splitlines()[0]}): repeat each key/value "
+                       "head for its group of query heads before the products") from None
+        if not isinstance(out, torch.Tensor):
+            raise Hint(f"grouped_attention should return a tensor, got {type(out).__name__}")
+        return out
+
+    def shape():
+        out = run(queries, keys, values)
+        if out.shape != queries.shape:
+            raise Hint(f"the result must have the queries' shape (B, H, T, hd) = "
+                       f"{tuple(queries.shape)}, one context vector per query head, got "
+                       f"{tuple(out.shape)}")
+
+    def case(q, k, v, what):
+        def test():
+            out = run(q, k, v)
+            if close(out, _reference_gqa(q, k, v)):
+                return
+            raise Hint(_gqa_diagnosis(out, q, k, v)
+                       or f"{what}: the context differs from causal softmax(q k^T / sqrt(hd)) "
+                          "@ v in which query head h reads key/value head h // groups")
+        return test
+
+    def causal():
+        out = run(queries, keys, values)
+        changed_k, changed_v = keys.clone(), values.clone()
+        changed_k[..., -1, :] += 5.0
+        changed_v[..., -1, :] -= 5.0
+        later = run(queries, changed_k, changed_v)
+        if not close(out[..., :-1, :], later[..., :-1, :]):
+            raise Hint("changing the last token's key and value changed earlier outputs: hide "
+                       "keys that come after their query")
+
+    def own_grouping():
+        if "enable_gqa" in answer_source(grouped_attention):
+            raise Hint("write the grouping yourself: scaled_dot_product_attention(..., "
+                       "enable_gqa=True) does the exercise for you")
+
+    def untouched():
+        run(queries, keys, values)
+        grouped_attention(queries, keys, values)
+        if not all(torch.equal(a, b) for a, b in zip((queries, keys, values), originals)):
+            raise Hint("your function changed its inputs in place: compute new tensors")
+
+    return [
+        Guard("one context vector per query head", shape),
+        ("groups of 3 query heads share a key/value head",
+         case(queries, keys, values, "6 query heads, 2 key/value heads")),
+        ("one key/value head per query head is multi-head attention",
+         case(*tensors(1, 4, 4, 6, 8, seed=32), "4 query heads, 4 key/value heads")),
+        ("one key/value head for all is multi-query attention",
+         case(*tensors(3, 4, 1, 3, 2, seed=33), "4 query heads, 1 key/value head")),
+        Guard("causal: later tokens change nothing earlier", causal),
+        Guard("the grouping is written by you", own_grouping),
+        Guard("leaves the inputs unchanged", untouched),
     ]

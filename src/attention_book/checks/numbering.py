@@ -68,6 +68,8 @@ NUMBERS: Dict[str, str] = {
     "ex-10-memory-wall": "10.3",
     "ex-10-cache-size": "10.4",
     "ex-10-chunk-mask": "10.5",
+    "ex-10-rope": "10.6",
+    "ex-10-gqa": "10.7",
 }
 # END GENERATED TABLE
 
