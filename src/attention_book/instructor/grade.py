@@ -19,9 +19,12 @@ continue: a rerun skips files whose record names the same file, hash and grader 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import os
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -33,25 +36,27 @@ from urllib.parse import quote
 from .course import Course
 from .hidden import HiddenTest, load_hidden_tests
 from .markup import Chapter, Exercise
-from .planning import Plan, plan_submission
+from .planning import Plan, PlanRefused, plan_submission
 from .references import ReferenceCache, compute_references, run_tests
 from .report import CSV_COLUMNS, atomic_write, read_grades, write_outputs
 from .runner import RunOptions, run_notebook
 from .sandbox import IsolationError, Limits, check_isolation
 from .scoring import score_exercise
-from .submissions import Submission, list_submissions, pick_chapter, read_notebook, recognise_chapter, record_name
+from .submissions import (Submission, display_name, list_submissions, pick_chapter, read_notebook, recognise_chapter,
+                          record_name, redact_paths)
 
 __all__ = ["GradeOptions", "GradeReport", "grade_folder", "score_exercise", "read_grades", "CSV_COLUMNS",
            "hidden_tests_of", "run_tests", "ReferenceCache"]
 
-RECORD_VERSION = 2
+RECORD_VERSION = 3
 
 
 @dataclass
 class GradeOptions:
     chapter: Optional[str] = None  # required: "03", a notebook stem or path
-    timeout: float = 120.0  # seconds for the whole notebook
+    timeout: float = 120.0  # seconds for the notebook's cells
     check_timeout: float = 30.0  # seconds for one call of a hidden test
+    tests_timeout: float = 120.0  # seconds for all hidden-test calls of one notebook together
     jobs: int = 1
     force: bool = False
     keep_executed: bool = True
@@ -60,6 +65,9 @@ class GradeOptions:
     quiet: bool = False
     unsafe: bool = False  # run without the sandbox (the instructor's explicit choice)
     limits: Limits = field(default_factory=Limits)
+    keep_all_outputs: bool = False  # executed copies keep outputs of cells run after the hidden tests began
+    worker_memory_mb: int = 3072  # address space of the process reading one submission's replies
+    isolate_workers: bool = True  # read each submission in a worker process (killed at its deadline)
 
 
 @dataclass
@@ -110,12 +118,19 @@ def grade_submission(sub: Submission, course: Course, chapter: Chapter, release_
                            f"{chapter.stem}: 0 points")
         record["flags"].append(f"handed in {found.stem} for {chapter.stem}")
         return record
-    plan: Plan = plan_submission(sub.nb, release_nb, chapter, labels)
+    try:
+        plan: Plan = plan_submission(sub.nb, release_nb, chapter, labels)
+    except PlanRefused as err:
+        record["error"] = f"the notebook is too large to grade ({err}): 0 points"
+        record["flags"].append(f"too large to grade: {err}")
+        return record
     record["flags"] = list(plan.flags)
     record["answer_flags"] = plan.answer_flags
     record["notes"] = plan.notes
     for label in plan.package_import:
         record["zero"][label] = "imports the course package (attention_book): write your own"
+    for label, reason in plan.zero.items():
+        record["zero"].setdefault(label, reason)
 
     def on_point(point_labels, session) -> None:
         for label in point_labels:
@@ -127,18 +142,58 @@ def grade_submission(sub: Submission, course: Course, chapter: Chapter, release_
     record["stop"] = result.stop
     record["cell_errors"] = result.cell_errors
     record["seconds"] = result.seconds
-    if result.truncated:
-        record["flags"].append(f"printed more than {options.max_messages} outputs in a cell (interrupted)")
+    record["calls"] = result.calls
+    record["sandbox_peak_mb"] = result.memory_peak_mb
+    for flag in result.flags:  # flooded outputs, replies refused, memory limit reached
+        if flag not in record["flags"]:
+            record["flags"].append(flag)
+    if result.escaped:
+        record["flags"].append(f"{len(result.escaped)} process(es) outlived the sandbox and were killed")
     for label in labels:
         if label not in record["results"]:
             record["reasons"][label] = f"not evaluated: {result.stop}" if result.stop else "not evaluated"
+    _redact(record, {"course": course.root, "home": Path.home(), "tmp": tempfile.gettempdir(),
+                     "grades": executed.parent if executed is not None else None})
     if executed is not None:
         import nbformat
 
         nb = nbformat.v4.new_notebook()
         nb.cells = plan.cells
-        atomic_write(executed / quote(sub.name, safe="-_."), nbformat.writes(nb))
+        atomic_write(executed / quote(os.fsencode(sub.name), safe="-_."), nbformat.writes(nbformat.from_dict(nb)))
     return record
+
+
+def _redact(value, paths):
+    """Every string of a record with the grader's folders replaced by placeholders (in place)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            value[key] = redact_paths(item, paths) if isinstance(item, str) else (_redact(item, paths) or item)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            value[index] = redact_paths(item, paths) if isinstance(item, str) else (_redact(item, paths) or item)
+    return None
+
+
+def _worker_record(record: dict, sub: Submission, chapter: Chapter, options: RunOptions) -> dict:
+    """A worker's record; a worker that died, ran out of memory or passed its deadline: 0, flagged."""
+    problem = record.get("worker_error")
+    if not problem:
+        return record
+    from .worker import hard_deadline
+
+    why = {
+        "deadline": (f"the notebook was stopped at the grader's hard time limit ({hard_deadline(options):g} s): "
+                     "0 points", "ran past the grader's hard time limit (stopped from outside)"),
+        "memory": ("the grader's memory limit for reading this notebook was reached: 0 points",
+                   "its replies took the grader past its memory limit"),
+    }.get(problem, (f"the autograder failed on this notebook ({problem}: {record.get('detail', '')}): 0 points",
+                    f"the grader's worker {problem}"))
+    out = {"version": RECORD_VERSION, "file": sub.name, "sha256": sub.digest, "chapter": chapter.path,
+           "error": why[0], "flags": [why[1]], "answer_flags": {}, "zero": {}, "results": {}, "reasons": {},
+           "notes": {}, "stop": None, "seconds": record.get("seconds", 0)}
+    if problem == "crash":
+        out["retry"] = True
+    return out
 
 
 def rows_for(record: dict, course: Course, exercises: List[Exercise], tests) -> Tuple[List[List[str]], dict]:
@@ -186,10 +241,12 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
                          "a notebook of another chapter then scores 0 instead of being graded as its own")
     chapter = pick_chapter(course, options.chapter)
     run_options = RunOptions(timeout=options.timeout, call_timeout=options.check_timeout,
+                             tests_timeout=options.tests_timeout,
                              max_output_chars=options.max_output_chars, max_messages=options.max_messages,
                              unsafe=options.unsafe, limits=options.limits,
                              hidden_paths=[folder, out, course.hidden_dir.resolve(),
-                                           course.points_file.resolve().parent])
+                                           course.points_file.resolve().parent],
+                             keep_all_outputs=options.keep_all_outputs, worker_memory_mb=options.worker_memory_mb)
     out.mkdir(parents=True, exist_ok=True)
     if not options.unsafe:
         import tempfile
@@ -205,7 +262,12 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
     labels = [ex.label for ex in exercises if tests.get(ex.label)]
     subs, skipped_files = list_submissions(folder)
     report = GradeReport(out, students=[s.name for s in subs], skipped_files=skipped_files)
-    cache, report.reference_seconds = compute_references(course, chapter, tests, labels, run_options)
+    # the course's own notebook is trusted: all its tests together may take longer
+    reference_options = dataclasses.replace(run_options, tests_timeout=max(600.0, options.tests_timeout),
+                                            keep_all_outputs=True, slot="reference")
+    cache, report.reference_seconds = compute_references(course, chapter, tests, labels, reference_options)
+    cache_bytes = cache.to_bytes()
+    hidden_path = course.hidden_dir / f"ch{chapter.number:02d}.py" if chapter.number is not None else None
     source_nb = nbformat.read(str(course.root / chapter.path), as_version=4)
     release_nb = release_notebook(source_nb, chapter, course.context())
     records_dir = out / "records"
@@ -213,6 +275,14 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
     executed = out / "executed" if options.keep_executed else None
     lock = threading.Lock()
     records: Dict[str, dict] = {}
+    slots = threading.local()
+    counter = iter(range(1, 1 << 30))
+
+    def jobs_slot() -> int:  # a name for each worker thread's sandboxes
+        if not hasattr(slots, "number"):
+            with lock:
+                slots.number = next(counter)
+        return slots.number
 
     def existing(sub: Submission) -> Optional[dict]:
         path = records_dir / record_name(sub.name)
@@ -243,8 +313,17 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
         reused = record is not None
         if record is None:
             try:
-                record = grade_submission(sub, course, chapter, release_nb, labels, tests, cache, run_options,
-                                          executed)
+                if options.isolate_workers:
+                    from .worker import grade_isolated
+
+                    record = grade_isolated(sub, course, chapter, release_nb, labels,
+                                            hidden_path if hidden_path and hidden_path.is_file() else None,
+                                            cache_bytes, dataclasses.replace(run_options, slot=f"job{jobs_slot()}"),
+                                            executed)
+                    record = _worker_record(record, sub, chapter, run_options)
+                else:
+                    record = grade_submission(sub, course, chapter, release_nb, labels, tests, cache, run_options,
+                                              executed)
             except Exception as err:  # a grader bug or an odd notebook: 0 with the reason, graded again later
                 record = {"version": RECORD_VERSION, "file": sub.name, "sha256": sub.digest,
                           "chapter": chapter.path, "error": f"the autograder failed: {type(err).__name__}: {err}",
@@ -262,7 +341,7 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
             write_all()
         if not options.quiet:
             _, summary = rows_for(record, course, exercises, tests)
-            print(f"  {sub.name}: {summary['points']:g}/{summary['max']:g} points "
+            print(f"  {display_name(sub.name)}: {summary['points']:g}/{summary['max']:g} points "
                   f"({record.get('seconds', 0):.1f} s)" + (" [reused]" if reused else ""), file=sys.stderr, flush=True)
 
     if options.jobs > 1:

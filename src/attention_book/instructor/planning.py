@@ -12,8 +12,16 @@ every other code cell of the release (setup, demos, self-checks) runs as release
 deleted course cell is restored from the release and, when changed, flagged with its role
 (``setup cell 1 changed``). Answer and added cells are read with :mod:`ast` for things a solution
 does not need (importing the course package, assigning to ``torch.*`` or another module's
-attributes, reading ``/proc``, dynamic imports, starting processes): those are flagged, and an
-answer importing the course package scores 0 ("write your own").
+attributes, reading ``/proc``, dynamic imports, starting processes): those are flagged. An answer
+scores 0 and is flagged, whatever its kernel reports, when it breaks its exercise's rules
+(:mod:`attention_book.checks.rules`, read from the source: "without torch.softmax"), uses the
+chapter's finished code (a function or class the chapter body defines before the exercise, or
+the course package) or does not define what the exercise asks for ("write your own").
+
+Every step is bounded before it starts (issue 19): at most ``MAX_CODE_CELLS`` code cells of at
+most ``MAX_CELL_CHARS`` characters (``MAX_CODE_CHARS`` in all), and the pairing of edited course
+cells compares at most ``MAX_PAIRINGS`` pairs of at most ``PAIR_CHARS`` characters each. A
+notebook over a cap is not graded (0 points, flagged).
 
 The hidden tests of an exercise run right after its self-check cell (or its last answer cell).
 """
@@ -29,7 +37,18 @@ from typing import Dict, List, Optional, Set
 
 from .markup import NOT_IMPLEMENTED, Chapter, cell_text
 
-__all__ = ["Plan", "plan_submission", "plan_reference", "scan_code", "cell_hash"]
+__all__ = ["Plan", "plan_submission", "plan_reference", "scan_code", "cell_hash", "PlanRefused",
+           "MAX_CODE_CELLS", "MAX_CELL_CHARS", "MAX_CODE_CHARS"]
+
+MAX_CODE_CELLS = 600
+MAX_CELL_CHARS = 200_000
+MAX_CODE_CHARS = 2_000_000
+MAX_PAIRINGS = 400  # full similarity ratios computed when pairing edited course cells
+PAIR_CHARS = 4_000  # characters of each cell compared when pairing
+
+
+class PlanRefused(ValueError):
+    """A submission over one of the planning step's size caps."""
 
 
 def _norm(line: str) -> str:
@@ -51,6 +70,7 @@ class Plan:
     answer_flags: Dict[str, List[str]] = field(default_factory=dict)  # label -> flags of its answer
     notes: Dict[str, str] = field(default_factory=dict)  # label -> remark (answer cell not found)
     package_import: Set[str] = field(default_factory=set)  # labels whose answer imports the package
+    zero: Dict[str, str] = field(default_factory=dict)  # label -> why it scores 0 (rules, own work)
 
 
 def _code_cell(text: str, role: str, label: str = "") -> dict:
@@ -91,7 +111,7 @@ def scan_code(text: str, modules: Set[str]) -> List[str]:
     """Flags for code in an answer or added cell (``modules``: names bound by imports anywhere)."""
     try:
         tree = ast.parse(text)
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []  # it will fail when it runs; not tampering
     roots = MODULE_ROOTS | modules
     flags: List[str] = []
@@ -144,7 +164,7 @@ def imported_names(texts: List[str]) -> Set[str]:
     for text in texts:
         try:
             tree = ast.parse(text)
-        except SyntaxError:
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -192,13 +212,22 @@ def plan_submission(nb, release_nb, chapter: Chapter, labels: List[str]) -> Plan
         if info.get("role") != "answer":
             other_lines.update({_norm(l) for l in cell_text(cell).split("\n") if _norm(l)})
     sub_cells = [c for c in nb["cells"] if c.get("cell_type") == "code"]
+    if len(sub_cells) > MAX_CODE_CELLS:
+        raise PlanRefused(f"{len(sub_cells)} code cells (at most {MAX_CODE_CELLS})")
     sub_texts = [cell_text(c) for c in sub_cells]
+    longest = max((len(t) for t in sub_texts), default=0)
+    if longest > MAX_CELL_CHARS:
+        raise PlanRefused(f"a code cell of {longest} characters (at most {MAX_CELL_CHARS})")
+    if sum(len(t) for t in sub_texts) > MAX_CODE_CHARS:
+        raise PlanRefused(f"more than {MAX_CODE_CHARS} characters of code")
     modules = imported_names([cell_text(c) for c in release_cells])
     release_hashes = [cell_hash(cell_text(c)) for c in release_cells]
     sub_hashes = [cell_hash(t) for t in sub_texts]
     matcher = difflib.SequenceMatcher(a=release_hashes, b=sub_hashes, autojunk=False)
     plan = Plan([], {}, {label: "" for label in labels})
     answers_seen: Dict[str, int] = {}
+    pairings = [0]
+    student_texts: List[str] = []
 
     def role_name(index: int) -> str:
         info = roles[index]
@@ -208,6 +237,7 @@ def plan_submission(nb, release_nb, chapter: Chapter, labels: List[str]) -> Plan
 
     def add_student(j: int, label: Optional[str]) -> None:
         text = sub_texts[j]
+        student_texts.append(text)
         flags = scan_code(text, modules)
         if label:
             plan.cells.append(_code_cell(text, "answer", label))
@@ -247,9 +277,18 @@ def plan_submission(nb, release_nb, chapter: Chapter, labels: List[str]) -> Plan
         else:  # cells added and edited: pair an edited copy with the course cell it resembles
             pairs = []
             for i in unmatched_release:
-                release_text = cell_text(release_cells[i])
-                scored = [(difflib.SequenceMatcher(a=release_text, b=sub_texts[j], autojunk=False).ratio(), j)
-                          for j in others if j not in {p[1] for p in pairs}]
+                release_text = cell_text(release_cells[i])[:PAIR_CHARS]
+                scored = []
+                for j in others:
+                    if j in {p[1] for p in pairs}:
+                        continue
+                    matcher_ij = difflib.SequenceMatcher(a=release_text, b=sub_texts[j][:PAIR_CHARS], autojunk=False)
+                    if matcher_ij.real_quick_ratio() < 0.6 or matcher_ij.quick_ratio() < 0.6:
+                        continue  # cheap upper bounds first: most pairs stop here
+                    if pairings[0] >= MAX_PAIRINGS:
+                        break
+                    pairings[0] += 1
+                    scored.append((matcher_ij.ratio(), j))
                 best = max(scored, default=(0.0, None))
                 if best[1] is not None and best[0] >= 0.6:
                     pairs.append((i, best[1]))
@@ -263,6 +302,8 @@ def plan_submission(nb, release_nb, chapter: Chapter, labels: List[str]) -> Plan
             if roles[i].get("role") != "answer":
                 plan.cells.append(_code_cell(cell_text(release_cells[i]), roles[i].get("role") or "course",
                                              roles[i].get("exercise", "")))
+    _apply_rules(plan, labels, release_answers, student_texts,
+                 [cell_text(c) for c, info in zip(release_cells, roles) if info.get("role") != "answer"])
     # where the hidden tests run: after the exercise's self-check cell, else after its answer
     for label in labels:
         check = [k for k, c in enumerate(plan.cells)
@@ -276,6 +317,60 @@ def plan_submission(nb, release_nb, chapter: Chapter, labels: List[str]) -> Plan
             if label in release_answers:
                 plan.notes[label] = "answer cell not found (deleted or renamed?): tested at the end"
     return plan
+
+
+def _defined_names(texts: List[str]) -> Set[str]:
+    names: Set[str] = set()
+    for text in texts:
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Assign):
+                names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
+def _apply_rules(plan: Plan, labels: List[str], release_answers: Dict[str, List[str]], student_texts: List[str],
+                 course_texts: List[str]) -> None:
+    """The exercise's rules and "own work only", read from the source: 0 points and a flag."""
+    from ..checks.answers import StaticAnswer
+    from ..checks.rules import chapter_code, rule
+
+    student_defined = _defined_names(student_texts)
+    for label in labels:
+        rules = rule(label)
+        answer = plan.sources.get(label, "")
+        wanted = sorted(_defined_names(release_answers.get(label, [])))  # what the stub defines
+        static = StaticAnswer([answer], student_texts, course_texts)
+        reasons = []
+        missing = [name for name in wanted if name not in student_defined]
+        if missing and label in release_answers:
+            reasons.append((f"your answer does not define `{missing[0]}` (the exercise asks you to write it)",
+                            f"does not define {missing[0]}"))
+        body = chapter_code(label)
+        used = static.chapter_names(body, rules.allowed)
+        if used:
+            what = ("the course package" if body.get(used[0], "").startswith("package:")
+                    else "the chapter's finished code")
+            reasons.append((f"uses `{used[0]}`, {what}: write your own (0 points)",
+                            f"uses {used[0]} ({what}): write your own"))
+        found = static.forbidden(rules.forbidden) if rules.forbidden else []
+        if rules.no_index and static.indexes_argument(*rules.no_index):
+            found.append(f"{rules.no_index[0]} indexes its argument {rules.no_index[1] + 1}")
+        if found:
+            message = rules.message.format(names=", ".join(found)) if rules.message else ", ".join(found)
+            reasons.append((f"breaks the exercise's rule: {message} (0 points)",
+                            f"breaks the exercise's rule ({', '.join(found)})"))
+        if reasons:
+            plan.zero[label] = reasons[0][0]
+            flags = plan.answer_flags.setdefault(label, [])
+            for _, flag in reasons:
+                if flag not in flags:
+                    flags.append(flag)
 
 
 def plan_reference(source_nb, chapter: Chapter, labels: List[str]) -> Plan:
