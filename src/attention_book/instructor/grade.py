@@ -311,6 +311,7 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
     def grade_one(sub: Submission) -> None:
         record = existing(sub)
         reused = record is not None
+        began = time.monotonic()
         if record is None:
             try:
                 if options.isolate_workers:
@@ -330,6 +331,7 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
                           "retry": True}
             if (record.get("stop") or "").startswith("the autograder could not run"):
                 record["retry"] = True
+            record["wall_seconds"] = round(time.monotonic() - began, 2)
         record["student"] = sub.student
         with lock:
             if not reused:

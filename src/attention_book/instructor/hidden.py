@@ -32,9 +32,10 @@ __all__ = ["Hint", "HiddenTest", "hidden_test", "load_hidden_tests", "randn", "s
 class AnswerError(Exception):
     """The student's code raised while the grader called it (``ename``: the exception's type)."""
 
-    def __init__(self, ename: str, evalue: str, where: str = ""):
+    def __init__(self, ename: str, evalue: str, where: str = "", from_grader: bool = False):
         super().__init__(f"{ename}: {evalue}")
         self.ename, self.evalue, self.where = ename, evalue, where
+        self.from_grader = from_grader  # the grader's own words (time limit, refused reply), not the kernel's
 
 
 class NotImplementedYet(AnswerError):
@@ -226,7 +227,8 @@ def same(got, want, what: str, hint: str = "", atol: float = 1e-5, rtol: float =
                 return
         elif got == want and type(got) is type(want):
             return
-        raise Hint(f"{what}: expected {want!r}, got {got!r}" + (f": {hint}" if hint else ""))
+        shown = repr(got) if len(repr(got)) <= 40 else f"a {type(got).__name__}"  # no room to carry data out
+        raise Hint(f"{what}: expected {want!r}, got {shown}" + (f": {hint}" if hint else ""))
     got = _tensor(got, what)
     if tuple(got.shape) != tuple(want.shape):
         raise Hint(f"{what}: expected shape {tuple(want.shape)}, got {tuple(got.shape)}"
@@ -244,9 +246,26 @@ def same(got, want, what: str, hint: str = "", atol: float = 1e-5, rtol: float =
         raise Hint(f"{what} gives wrong values" + (f": {hint}" if hint else ""))
 
 
+def shown_error(ename: str, evalue: str) -> str:
+    """An error the answer raised, as the grader repeats it to the student: the exception's name
+    and the first line of its message, unless that line shows numbers (a value dump could carry
+    the hidden test's inputs out: shapes and counts are kept, tensors of values are not)."""
+    import re
+
+    name = ename if re.fullmatch(r"[A-Za-z_][A-Za-z_.]{0,59}", ename or "") else "an exception"
+    lines = (evalue or "").strip().splitlines()
+    first = lines[0].strip() if lines else ""
+    values = re.findall(r"\d+\.\d+|\d{4,}", first)
+    if len(values) > 2 or len(re.findall(r"\d", first)) > 24:
+        first = "(its message shows numbers, perhaps the test's inputs: not repeated here)"
+    return f"{name}: {first[:200]}" if first else name
+
+
 def answer_error_message(err: AnswerError) -> str:
     where = f" ({err.where})" if err.where else ""
-    return f"your code raised {err.ename}: {err.evalue}"[:300] + where
+    if getattr(err, "from_grader", False):
+        return err.evalue[:300] + where
+    return f"your code raised {shown_error(err.ename, err.evalue)}"[:300] + where
 
 
 def describe(value: Optional[Any]) -> str:  # used in messages

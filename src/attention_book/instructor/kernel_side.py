@@ -56,10 +56,15 @@ def _fds():
     return REQUEST_FD, REPLY_FD
 
 
-def plain(value: Any, depth: int = 0) -> Any:
-    """``value`` as data the format can carry (anything else: an Opaque with its type name)."""
+def plain(value: Any, depth: int = 0, budget: Any = None) -> Any:
+    """``value`` as data the format can carry (anything else: an Opaque with its type name); at most
+    ``REPLY_BOUNDS.max_items`` items are visited (lists sharing their items are not walked forever)."""
     import torch
 
+    budget = budget if budget is not None else [REPLY_BOUNDS.max_items]
+    budget[0] -= 1
+    if budget[0] < 0:
+        return wire.Opaque("too many items")
     if depth > 6:
         return wire.Opaque("nested too deep")
     if isinstance(value, torch.Tensor):
@@ -78,13 +83,13 @@ def plain(value: Any, depth: int = 0) -> Any:
     if isinstance(value, torch.Size):
         return tuple(int(v) for v in value)
     if isinstance(value, (tuple, list)):
-        items = [plain(v, depth + 1) for v in list(value)[:1000]]
+        items = [plain(v, depth + 1, budget) for v in list(value)[:1000]]
         return tuple(items) if isinstance(value, tuple) else items
     if isinstance(value, dict):
-        return {str(k)[:200]: plain(v, depth + 1) for k, v in list(value.items())[:1000]}
+        return {str(k)[:200]: plain(v, depth + 1, budget) for k, v in list(value.items())[:1000]}
     if hasattr(value, "item") and hasattr(value, "dtype") and getattr(value, "shape", None) == ():
         with contextlib.suppress(Exception):  # a NumPy scalar
-            return plain(value.item(), depth + 1)
+            return plain(value.item(), depth + 1, budget)
     if isinstance(value, (bool, int, float)):  # subclasses of numbers
         with contextlib.suppress(Exception):
             return type(value).__mro__[-2](value)
@@ -158,6 +163,8 @@ def handle(ns: Dict[str, Any], request: Dict[str, Any]) -> Dict[str, Any]:
                 grads = (torch.autograd.grad([o for o, _ in pairs], leaves, [g for _, g in pairs], allow_unused=True)
                          if pairs else tuple(None for _ in leaves))
                 return {"ok": True, "value": plain(tuple(grads))}
+            if op not in ("call", "grad"):
+                raise ValueError(f"unknown request {str(op)[:40]!r}")
             function = _function(ns, request.get("name"))
             args = list(request.get("args") or [])
             kwargs = dict(request.get("kwargs") or {})

@@ -20,7 +20,8 @@ the course package) or does not define what the exercise asks for ("write your o
 
 Every step is bounded before it starts (issue 19): at most ``MAX_CODE_CELLS`` code cells of at
 most ``MAX_CELL_CHARS`` characters (``MAX_CODE_CHARS`` in all), and the pairing of edited course
-cells compares at most ``MAX_PAIRINGS`` pairs of at most ``PAIR_CHARS`` characters each. A
+cells compares at most ``MAX_PAIRINGS`` pairs by their sets of lines (linear in their length, at
+most ``PAIR_LINES`` lines each; a character-level diff of two large cells can take hours). A
 notebook over a cap is not graded (0 points, flagged).
 
 The hidden tests of an exercise run right after its self-check cell (or its last answer cell).
@@ -37,14 +38,14 @@ from typing import Dict, List, Optional, Set
 
 from .markup import NOT_IMPLEMENTED, Chapter, cell_text
 
-__all__ = ["Plan", "plan_submission", "plan_reference", "scan_code", "cell_hash", "PlanRefused",
+__all__ = ["Plan", "plan_submission", "plan_reference", "scan_code", "cell_hash", "PlanRefused", "rule_violations",
            "MAX_CODE_CELLS", "MAX_CELL_CHARS", "MAX_CODE_CHARS"]
 
 MAX_CODE_CELLS = 600
 MAX_CELL_CHARS = 200_000
 MAX_CODE_CHARS = 2_000_000
-MAX_PAIRINGS = 400  # full similarity ratios computed when pairing edited course cells
-PAIR_CHARS = 4_000  # characters of each cell compared when pairing
+MAX_PAIRINGS = 20_000  # (course cell, student cell) pairs compared when pairing edited course cells
+PAIR_LINES = 500  # lines of each cell compared when pairing
 
 
 class PlanRefused(ValueError):
@@ -53,6 +54,17 @@ class PlanRefused(ValueError):
 
 def _norm(line: str) -> str:
     return "".join(line.split())
+
+
+def _lines(text: str) -> Counter:
+    """The cell's non-empty lines, whitespace removed (a multiset), for pairing edited cells."""
+    return Counter(_norm(line) for line in text.split("\n", PAIR_LINES)[:PAIR_LINES] if _norm(line))
+
+
+def _similarity(a: Counter, b: Counter) -> float:
+    """Shared lines / all lines (0..1): linear in the cells' length, whatever their content."""
+    union = sum((a | b).values())
+    return sum((a & b).values()) / union if union else 0.0
 
 
 def cell_hash(text: str) -> str:
@@ -277,18 +289,12 @@ def plan_submission(nb, release_nb, chapter: Chapter, labels: List[str]) -> Plan
         else:  # cells added and edited: pair an edited copy with the course cell it resembles
             pairs = []
             for i in unmatched_release:
-                release_text = cell_text(release_cells[i])[:PAIR_CHARS]
                 scored = []
                 for j in others:
-                    if j in {p[1] for p in pairs}:
+                    if j in {p[1] for p in pairs} or pairings[0] >= MAX_PAIRINGS:
                         continue
-                    matcher_ij = difflib.SequenceMatcher(a=release_text, b=sub_texts[j][:PAIR_CHARS], autojunk=False)
-                    if matcher_ij.real_quick_ratio() < 0.6 or matcher_ij.quick_ratio() < 0.6:
-                        continue  # cheap upper bounds first: most pairs stop here
-                    if pairings[0] >= MAX_PAIRINGS:
-                        break
                     pairings[0] += 1
-                    scored.append((matcher_ij.ratio(), j))
+                    scored.append((_similarity(_lines(cell_text(release_cells[i])), _lines(sub_texts[j])), j))
                 best = max(scored, default=(0.0, None))
                 if best[1] is not None and best[0] >= 0.6:
                     pairs.append((i, best[1]))
@@ -334,37 +340,43 @@ def _defined_names(texts: List[str]) -> Set[str]:
     return names
 
 
-def _apply_rules(plan: Plan, labels: List[str], release_answers: Dict[str, List[str]], student_texts: List[str],
-                 course_texts: List[str]) -> None:
-    """The exercise's rules and "own work only", read from the source: 0 points and a flag."""
+def rule_violations(label: str, answer: str, student_texts: List[str], course_texts: List[str],
+                    wanted: Optional[List[str]] = None) -> List[tuple]:
+    """``(message, flag)`` for each rule the answer of ``label`` breaks, read from the source:
+    names the stub defines that no student cell defines (``wanted``), the chapter's finished code
+    or the course package used, the exercise's own rules (:mod:`attention_book.checks.rules`)."""
     from ..checks.answers import StaticAnswer
     from ..checks.rules import chapter_code, rule
 
-    student_defined = _defined_names(student_texts)
+    rules = rule(label)
+    reasons = []
+    missing = [name for name in (wanted or []) if name not in _defined_names(student_texts)]
+    if missing:
+        reasons.append((f"your answer does not define `{missing[0]}` (the exercise asks you to write it)",
+                        f"does not define {missing[0]}"))
+    static = StaticAnswer([answer], student_texts, course_texts)
+    body = chapter_code(label)
+    used = static.chapter_names(body, rules.allowed)
+    if used:
+        what = "the course package" if body.get(used[0], "").startswith("package:") else "the chapter's finished code"
+        reasons.append((f"uses `{used[0]}`, {what}: write your own (0 points)",
+                        f"uses {used[0]} ({what}): write your own"))
+    found = static.forbidden(rules.forbidden) if rules.forbidden else []
+    if rules.no_index and static.indexes_argument(*rules.no_index):
+        found.append(f"{rules.no_index[0]} indexes its argument {rules.no_index[1] + 1}")
+    if found:
+        message = rules.message.format(names=", ".join(found)) if rules.message else ", ".join(found)
+        reasons.append((f"breaks the exercise's rule: {message} (0 points)",
+                        f"breaks the exercise's rule ({', '.join(found)})"))
+    return reasons
+
+
+def _apply_rules(plan: Plan, labels: List[str], release_answers: Dict[str, List[str]], student_texts: List[str],
+                 course_texts: List[str]) -> None:
+    """The exercise's rules and "own work only", read from the source: 0 points and a flag."""
     for label in labels:
-        rules = rule(label)
-        answer = plan.sources.get(label, "")
-        wanted = sorted(_defined_names(release_answers.get(label, [])))  # what the stub defines
-        static = StaticAnswer([answer], student_texts, course_texts)
-        reasons = []
-        missing = [name for name in wanted if name not in student_defined]
-        if missing and label in release_answers:
-            reasons.append((f"your answer does not define `{missing[0]}` (the exercise asks you to write it)",
-                            f"does not define {missing[0]}"))
-        body = chapter_code(label)
-        used = static.chapter_names(body, rules.allowed)
-        if used:
-            what = ("the course package" if body.get(used[0], "").startswith("package:")
-                    else "the chapter's finished code")
-            reasons.append((f"uses `{used[0]}`, {what}: write your own (0 points)",
-                            f"uses {used[0]} ({what}): write your own"))
-        found = static.forbidden(rules.forbidden) if rules.forbidden else []
-        if rules.no_index and static.indexes_argument(*rules.no_index):
-            found.append(f"{rules.no_index[0]} indexes its argument {rules.no_index[1] + 1}")
-        if found:
-            message = rules.message.format(names=", ".join(found)) if rules.message else ", ".join(found)
-            reasons.append((f"breaks the exercise's rule: {message} (0 points)",
-                            f"breaks the exercise's rule ({', '.join(found)})"))
+        wanted = sorted(_defined_names(release_answers.get(label, []))) if label in release_answers else []
+        reasons = rule_violations(label, plan.sources.get(label, ""), student_texts, course_texts, wanted)
         if reasons:
             plan.zero[label] = reasons[0][0]
             flags = plan.answer_flags.setdefault(label, [])

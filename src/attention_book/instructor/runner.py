@@ -332,7 +332,8 @@ class Kernel:
                         continue
                     messages += 1
                     if messages >= options.max_messages or read_bytes > 64 * MAX_MESSAGE_BYTES:
-                        outputs.note(f"\n[autograder: more than {options.max_messages} outputs: cell interrupted]\n")
+                        outputs.note(f"\n[autograder: more than {options.max_messages} outputs (or "
+                                     f"{64 * MAX_MESSAGE_BYTES // 2 ** 20} MB of them): cell interrupted]\n")
                         self.interrupt()
                         reading_outputs = False
                         outcome = "flood"
@@ -365,12 +366,13 @@ class Kernel:
             data = wire.read_frame(self.reply_r, nonce, limit, deadline)
         except TimeoutError:
             self._recover(msg_id)
-            raise AnswerError("TimeLimit", "the call ran past its time limit") from None
+            raise AnswerError("TimeLimit", "the call ran past its time limit", from_grader=True) from None
         except EOFError:
             raise KernelDied() from None
         except wire.WireError as err:
             self._recover(msg_id)
-            raise ReplyRefused("BadReply", f"the reply broke the grader's bounds ({err})") from None
+            raise ReplyRefused("BadReply", f"the kernel's reply broke the grader's bounds ({err})",
+                               from_grader=True) from None
         now = time.monotonic()
         if self._wait_shell(msg_id, max(min(deadline, now + INTERRUPT_GRACE), now + 1.0)) is None:
             self._recover(msg_id)
@@ -501,6 +503,7 @@ class KernelSession(Session):
         self.first_call_cell: Optional[int] = None
         self.current_cell = -1
         self.flags: List[str] = []
+        self.refused: List[str] = []
 
     @property
     def responsive(self) -> bool:
@@ -508,7 +511,7 @@ class KernelSession(Session):
 
     def request(self, op: str, /, **payload: Any) -> dict:
         if not self.kernel.responsive:
-            raise AnswerError("KernelUnresponsive", "the notebook stopped responding")
+            raise AnswerError("KernelUnresponsive", "the notebook stopped responding", from_grader=True)
         now = time.monotonic()
         if self.tests_deadline is None:
             self.tests_deadline = now + self.options.tests_timeout
@@ -516,7 +519,7 @@ class KernelSession(Session):
         deadline = min(now + self.options.call_timeout, self.tests_deadline)
         if deadline - now < 0.2:
             raise AnswerError("TimeLimit", f"the hidden tests of this notebook used up their time "
-                                           f"({self.options.tests_timeout:g} s)")
+                                           f"({self.options.tests_timeout:g} s)", from_grader=True)
         try:
             data = wire.encode(dict(payload, op=op), strict=True)
         except (TypeError, wire.WireError) as err:
@@ -526,26 +529,28 @@ class KernelSession(Session):
             raw = self.kernel.call(data, deadline, self.options.max_reply_bytes)
         except KernelDied:
             self.kernel.responsive = False
-            raise AnswerError("KernelDied", "the kernel died during the call") from None
+            raise AnswerError("KernelDied", "the kernel died during the call", from_grader=True) from None
         except ReplyRefused as err:
             self._flag(err.evalue)
             raise
         try:
             reply = wire.decode(raw, wire.Bounds(max_bytes=self.options.max_reply_bytes))
         except wire.WireError as err:
-            self._flag(f"the reply broke the grader's bounds ({err})")
-            raise ReplyRefused("BadReply", f"the reply broke the grader's bounds ({err})") from None
+            self._flag(f"the kernel's reply broke the grader's bounds ({err})")
+            raise ReplyRefused("BadReply", f"the kernel's reply broke the grader's bounds ({err})",
+                               from_grader=True) from None
         if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
-            self._flag("the reply is not in the expected form")
-            raise ReplyRefused("BadReply", "the reply is not in the expected form")
+            self._flag("the kernel's reply is not in the expected form")
+            raise ReplyRefused("BadReply", "the kernel's reply is not in the expected form", from_grader=True)
         if not reply["ok"]:
             raise answer_error(str(reply.get("ename"))[:100], str(reply.get("evalue"))[:2000])
         return reply
 
     def _flag(self, text: str) -> None:
-        flag = f"sent a reply the grader refused: {text}"[:300]
-        if flag not in self.flags:
-            self.flags.append(flag)
+        self.refused.append(text)
+        count = len(self.refused)
+        self.flags = [f"sent {count} {'reply' if count == 1 else 'replies'} the grader refused "
+                      f"(first: {self.refused[0]})"[:300]]
 
 
 # ------------------------------------------------------------------------------------------------

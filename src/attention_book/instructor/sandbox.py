@@ -361,6 +361,7 @@ class Sandbox:
         if not bwrap:
             raise IsolationError("bubblewrap (`bwrap`) is not installed: `apt-get install bubblewrap`")
         limits = self.limits
+        options = self.bwrap_args()  # first: a problem here leaves nothing behind
         claim = claim_uid() if os.geteuid() == 0 else None
         cgroup = None
         if claim is not None:
@@ -379,16 +380,19 @@ class Sandbox:
             "command": kernel_cmd,
             "env": env,
         }
+        config_bytes = json.dumps(config).encode()
+        if len(config_bytes) > 60_000 or sum(len(a) + 1 for a in options) > 60_000:  # they must fit the pipes
+            if cgroup:
+                cgroup.remove()
+            if claim:
+                claim.release()
+            raise IsolationError("the sandbox's settings are too long")
         args_r, args_w = os.pipe()
         conf_r, conf_w = os.pipe()
         info_r, info_w = os.pipe()
         init = str(Path(__file__).with_name("sandbox_init.py"))
-        bwrap_args = self.bwrap_args() + ["--info-fd", str(info_w)]
-        payload = b"".join(a.encode() + b"\0" for a in bwrap_args)
+        payload = b"".join(a.encode() + b"\0" for a in options + ["--info-fd", str(info_w)])
         command = [bwrap, "--args", str(args_r), "--", sys.executable, "-I", "-S", init, str(conf_r)]
-        config_bytes = json.dumps(config).encode()
-        if len(payload) > 60_000 or len(config_bytes) > 60_000:  # both must fit the pipes' buffers
-            raise IsolationError("the sandbox's settings are too long")
         os.write(args_w, payload)
         os.close(args_w)
         os.write(conf_w, config_bytes)

@@ -100,6 +100,11 @@ def main() -> None:
         _check(libc.prctl(PR_SET_SECUREBITS, SECURE_BITS, 0, 0, 0), "secure bits")
     for cap in range(_last_cap() + 1):
         _check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop capabilities")
+    if uid is None:  # and the inheritable set too (capset: version 3 header, empty sets)
+        header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+        data = (ctypes.c_uint32 * 6)()
+        libc.syscall.restype = ctypes.c_long
+        _check(libc.syscall(126 if os.uname().machine == "x86_64" else 91, header, data), "clear capabilities")
     if uid is not None:
         os.setgroups([])
         os.setresgid(uid, uid, uid)
