@@ -124,6 +124,36 @@ def test_the_kernel_side_sends_shared_references_as_a_bounded_tree():
     assert reply["ok"] is False and reply["ename"] == "UnsavableValue"  # refused, quickly
 
 
+def test_kernel_sockets_are_reached_without_following_links(tmp_path):
+    """A link or FIFO where the kernel's socket belongs is refused, never opened (or waited on)."""
+    import socket
+
+    from attention_book.instructor.sandbox import open_inside
+
+    folder = tmp_path / "kernel"
+    folder.mkdir()
+    target = tmp_path / "grader-file"
+    target.write_text("the grader's")
+    (folder / "k-1").symlink_to(target)
+    os.mkfifo(folder / "k-2")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(folder / "k-3"))
+    (tmp_path / "swapped").symlink_to(folder)
+    me = os.getpid()
+    with pytest.raises(OSError):
+        open_inside(me, f"{folder}/k-1")
+    started = time.monotonic()
+    with pytest.raises(OSError, match="not a socket"):
+        open_inside(me, f"{folder}/k-2")
+    assert time.monotonic() - started < 1  # a FIFO is never opened for reading or writing
+    with pytest.raises(OSError):
+        open_inside(me, f"{tmp_path}/swapped/k-3")  # a link among the folders, too
+    fd = open_inside(me, f"{folder}/k-3")
+    os.close(fd)
+    listener.close()
+    assert target.read_text() == "the grader's"
+
+
 # ------------------------------------------------------------------------------------------------ requests
 
 

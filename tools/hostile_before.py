@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from hostile.attacks import solved_subset  # noqa: E402
-from hostile.harness import grade_in_process, read_records, snapshot  # noqa: E402
+from hostile.harness import grade_in_process, snapshot  # noqa: E402
 from hostile.round2 import NAMES, ROUND2  # noqa: E402
 
 GROUPS = [  # (group, attacks, time limit of the whole grading run in seconds)
@@ -59,7 +59,8 @@ def _printed(out: Path, student: str, marker: str):
     lines = []
     for cell in nb["cells"]:
         for output in cell.get("outputs", []):
-            text = str(output.get("text", "")) + str(output.get("evalue", ""))
+            text = output.get("text", "")
+            text = ("".join(text) if isinstance(text, list) else str(text)) + str(output.get("evalue", ""))
             lines += [line for line in text.splitlines() if marker in line]
     return lines
 

@@ -120,9 +120,9 @@ _calls = [0]
 
 def _old_reply(kind):
     """What the grader of issue 13 would read with torch.load."""
-    if kind == "shared":  # 100**8 list items behind a few kilobytes
+    if kind == "shared":  # 100**6 list items behind a few kilobytes, nested 6 deep (within depth 8)
         value = [0] * 100
-        for _ in range(7):
+        for _ in range(5):
             value = [value] * 100
         return {{"ok": True, "value": value}}
     if kind == "expand":  # 4 bytes of storage posing as 2 GB
@@ -154,8 +154,16 @@ def answer(ns, request_path, reply_path):  # issue 13's entry point
     _calls[0] += 1
     if "{kind}" == "deflate":
         _deflate_bomb(reply_path)
-    else:
-        torch.save(_old_reply("{kind}"), reply_path)
+        return
+    reply = _old_reply("{kind}")
+    try:  # the shape its caller unpacks: (value, args after, kwargs after) for a call of ns["f"]
+        request = torch.load(request_path, weights_only=True)
+        if "__r = " in request.get("code", ""):
+            inputs = request.get("inputs", {{}})
+            reply["value"] = (reply["value"], inputs.get("__args", ()), inputs.get("__kwargs", {{}}))
+    except Exception:
+        pass
+    torch.save(reply, reply_path)
 
 def _frames():
     """What today's grader reads: bytes of its own format, each breaking one bound."""
@@ -401,7 +409,7 @@ ROUND2: Dict[str, Attack] = {
                                                                           context, fifo=True)),
         Attack("fill-disk", "host-files", "writes 3 GB, then chmod 000 its folders",
                lambda source, release, chapter, other, context=None: _with_added_cell(release, DISK)),
-        Attack("reply-shared", "replies", "replies sharing references (100**8 items) / a list count bomb",
+        Attack("reply-shared", "replies", "replies sharing references (100**6 items) / a list count bomb",
                lambda source, release, chapter, other, context=None: _with_added_cell(
                    release, FORGE.format(kind="shared"))),
         Attack("reply-expand", "replies", "a stride-0 tensor (4 bytes posing as 2 GB) / a lying tensor header",

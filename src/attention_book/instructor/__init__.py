@@ -10,9 +10,14 @@ module             what it holds
 ``grade``          ``attention-book grade``: the order of the steps below, records, the folder
 ``submissions``    reading the submissions folder: file names, skipped files, chapter recognised
 ``planning``       the cells that run: the release's cells + the student's answers; tamper flags
-``sandbox``        isolation of a kernel: bubblewrap, setpriv, prlimit; the allowed environment
-``runner``         running a notebook in the sandbox and asking its kernel for values
-``kernel_side``    the code the grader calls inside a submission's kernel (answers as data)
+``sandbox``        isolation of a kernel: bubblewrap, its own user id and cgroup; the allowed environment
+``sandbox_init``   the sandbox's first process: a size-limited tmpfs, limits, no privileges, the kernel
+``runner``         running a notebook in the sandbox and asking its kernel for values (bounded, with deadlines)
+``worker``         each submission read in a memory-limited worker process, killed at its hard deadline
+``wire``           the data format of requests and replies, read back under bounds
+``kernel_side``    the code the grader calls inside a submission's kernel (a fixed request vocabulary)
+``probes``         the public procedures hidden tests may ask a kernel to run (inputs only, never code)
+``own_work``       what each chapter's body defines before each exercise ("write your own")
 ``hidden``         the ``@hidden_test`` format and sessions (``remote``: tests of ``ns``)
 ``references``     the chapter's own notebook run first: reference values, the tests run
 ``scoring``        points from test results with the grader's weights, clamped

@@ -38,7 +38,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from . import wire
 from .hidden import AnswerError, Session, answer_error
-from .sandbox import (INSIDE_KERNEL, REPLY_FD, REQUEST_FD, IsolationError, Limits, Sandbox, SandboxProcess,
+from .sandbox import (INSIDE_KERNEL, IsolationError, Limits, Sandbox, SandboxProcess,
                       kernel_env, open_inside)
 
 __all__ = ["RunOptions", "RunResult", "KernelSession", "run_notebook", "TIMEOUT_ENAME", "ReplyRefused",
