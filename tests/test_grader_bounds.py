@@ -181,6 +181,8 @@ def test_error_messages_do_not_repeat_value_dumps():
     assert shown_error("RuntimeError", "The size of tensor a (4) must match the size of tensor b (3)") == (
         "RuntimeError: The size of tensor a (4) must match the size of tensor b (3)")
     assert "not repeated" in shown_error("ValueError", "tensor([[ 0.1234, -1.2345, 2.3456]])")
+    assert "not repeated" in shown_error("ValueError", "share 0.995 for target 0")  # one input is one too many
+    assert shown_error("ValueError", "temperature must be > 0") == "ValueError: temperature must be > 0"
     assert shown_error("Leak2024", "x").startswith("an exception")
 
 

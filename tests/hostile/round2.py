@@ -158,7 +158,9 @@ def answer(ns, request_path, reply_path):  # issue 13's entry point
     reply = _old_reply("{kind}")
     try:  # the shape its caller unpacks: (value, args after, kwargs after) for a call of ns["f"]
         request = torch.load(request_path, weights_only=True)
-        if "__r = " in request.get("code", ""):
+        if "in globals()" in request.get("code", ""):  # has(name): yes, so the tests go on
+            reply["value"] = True
+        elif "__r = " in request.get("code", ""):
             inputs = request.get("inputs", {{}})
             reply["value"] = (reply["value"], inputs.get("__args", ()), inputs.get("__kwargs", {{}}))
     except Exception:
@@ -195,8 +197,8 @@ print("kernel side replaced")
 
 FLOOD = r'''
 import sys
-_line = "x" * 1_000_000
-for _i in range(2500):  # 2.5 GB of output, 1 MB per message
+_line = "x" * 4_000_000
+for _i in range(2500):  # 10 GB of output, 4 MB per message
     print(_line, flush=True)
 '''
 
@@ -204,15 +206,15 @@ STRANGERS = r'''
 import threading, time, uuid
 import attention_book.instructor.kernel_side as _ks
 _kernel = get_ipython().kernel
+_ident = _kernel._parent_ident["shell"]  # the grader's shell socket
 
 def _spam():  # replies to requests nobody sent, every half second, forever
     while True:
         try:
-            ident = _kernel._parent_ident.get("shell") if isinstance(_kernel._parent_ident, dict) else _kernel._parent_ident
             parent = {{"header": {{"msg_id": uuid.uuid4().hex, "msg_type": "execute_request", "username": "x",
                                   "session": "x", "date": "", "version": "5.3"}}}}
             _kernel.session.send(_kernel.shell_stream, "execute_reply", {{"status": "ok", "execution_count": 1}},
-                                 parent=parent, ident=ident)
+                                 parent=parent, ident=_ident)
         except Exception:
             pass
         time.sleep(0.5)
@@ -268,23 +270,24 @@ print("MEMORY-HELD-GIB", _held)
 
 
 def _huge_plan(source, release, chapter, other, context=None):
-    """About 1.8 MB of code: every course cell edited and long, many added long cells (the
-    pairing of edited course cells compared every pair character by character)."""
+    """About 1.9 MB of code: every code cell edited (so no cell of the release is found unchanged
+    and the whole notebook is one edited stretch) and 18 added cells of 100 KB of code-like text.
+    The grader of issue 13 paired each course cell with each added cell character by character
+    (about a second per pair, a thousand pairs)."""
     import random
 
     generator = random.Random(19)
     nb = copy.deepcopy(release)
-    answers = set(_answer_indexes(nb, chapter))
 
     def filler(lines: int) -> str:
-        return "\n".join("# " + "".join(generator.choice("ab") for _ in range(70)) for _ in range(lines))
+        return "\n".join("# " + "".join(generator.choice("etaoinshrdlu ()=_.,") for _ in range(70))
+                         for _ in range(lines))
 
-    code_cells = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"]
-    for index in code_cells[1:]:
-        if index not in answers:
-            nb["cells"][index]["source"] = _text(nb["cells"][index]) + "\n" + filler(120) + "\nx = 1\n"
-    for _ in range(110):
-        nb["cells"].append(_code(filler(180)))
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            cell["source"] = _text(cell) + "\n# edited\n"
+    for _ in range(18):
+        nb["cells"].append(_code(filler(1400)))
     return nb
 
 
@@ -418,12 +421,13 @@ ROUND2: Dict[str, Attack] = {
         Attack("reply-deflate", "replies", "a deflated 3 GiB storage in 3 MB / a reply over the size limit",
                lambda source, release, chapter, other, context=None: _with_added_cell(
                    release, FORGE.format(kind="deflate"))),
-        Attack("iopub-flood", "replies", "2.5 GB of output in 1 MB messages",
+        Attack("iopub-flood", "replies", "10 GB of output in 4 MB messages",
                lambda source, release, chapter, other, context=None: _with_added_cell(release, FLOOD)),
         Attack("strangers", "time", "replies with strangers' message ids every 0.5 s; calls never answered",
                lambda source, release, chapter, other, context=None: _with_added_cell(
                    release, STRANGERS.format())),
-        Attack("huge-plan", "time", "1.8 MB of edited course cells and added cells (a diff of hours)", _huge_plan),
+        Attack("huge-plan", "time", "1.9 MB: every cell edited, 18 added cells of 100 KB (a diff of hours)",
+               _huge_plan),
         Attack("process-hog", "time", "takes every process slot it can while others are graded",
                lambda source, release, chapter, other, context=None: _with_added_cell(
                    release, HOG.format(hold=(context or {}).get("hold_seconds", 60)))),
