@@ -269,6 +269,17 @@ def test_rules_and_own_work_are_read_from_the_source(chapter3):
     assert solved.zero == {}, solved.zero
 
 
+def test_a_definition_moved_to_an_added_cell_is_read_too(chapter3):
+    _, chapter, _, release, labels = chapter3
+    nb = copy.deepcopy(release)
+    index = next(i for i, cell in enumerate(nb["cells"])
+                 if ((cell.get("metadata") or {}).get("attention_book") or {}).get("role") == "answer")
+    nb["cells"].insert(index + 1, {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                                   "source": "def my_softmax(scores, dim=-1):\n    return scores.softmax(dim)\n"})
+    plan = plan_submission(nbformat.from_dict(nb), release, chapter, labels)
+    assert "softmax" in plan.zero["ex-03-stable-softmax"]
+
+
 def test_an_answer_that_drops_its_definition_scores_zero(chapter3):
     _, chapter, _, release, labels = chapter3
     nb = copy.deepcopy(release)
@@ -306,6 +317,18 @@ def test_static_rules(code, forbidden, chapter_names):
     assert static.chapter_names(["stable_softmax", "count", "heatmap"]) == chapter_names
 
 
+@pytest.mark.parametrize("code, dynamic", [
+    ("def f(x):\n    return globals()['stable_' + 'softmax'](x)", ["globals"]),
+    ("import torch\ndef f(x):\n    return getattr(torch, 'soft' + 'max')(x, -1)", ["getattr"]),
+    ("def f(x):\n    return eval('x.exp()')", ["eval"]),
+    ("import importlib\ndef f(x):\n    return importlib.import_module('torch').softmax(x, -1)",
+     ["importlib.import_module"]),
+    ("def f(module):\n    return getattr(module, 'weight')", []),  # a constant name is plain code
+])
+def test_code_made_at_run_time_is_noticed(code, dynamic):
+    assert StaticAnswer([code], [code], []).dynamic == dynamic
+
+
 def test_chapter_code_list_is_up_to_date():
     from attention_book.instructor.own_work import render
 
@@ -315,3 +338,17 @@ def test_chapter_code_list_is_up_to_date():
     assert "stable_softmax" in chapter_code("ex-03-temperature")
     assert rule("ex-03-stable-softmax").forbidden == SOFTMAX_NAMES
     assert set(RULES) <= set(json.loads(CHAPTER_CODE_FILE.read_text()))
+
+
+@pytest.mark.parametrize("number", [1, 2, 3, 4, 5, 6, 7, 8, 10])
+def test_every_chapter_solution_keeps_every_rule(number):
+    """The rules read from the source never refuse the course's own solutions."""
+    course = Course.load(ROOT)
+    chapter = next((c for c in course.chapters if c.number == number), None)
+    if chapter is None:
+        pytest.skip(f"no chapter {number} in this checkout")
+    source = nbformat.read(str(ROOT / chapter.path), as_version=4)
+    release = release_notebook(source, chapter, course.context())
+    labels = [ex.label for ex in chapter.exercises if ex.answer_cells and course.points_for(ex.label) > 0]
+    plan = plan_submission(nbformat.from_dict(copy.deepcopy(source)), release, chapter, labels)
+    assert plan.zero == {}, plan.zero

@@ -542,6 +542,10 @@ def _parse_cell(text: str) -> Optional[ast.Module]:
         return None
 
 
+_DYNAMIC = {"exec", "eval", "compile", "__import__", "globals", "vars", "locals", "builtins.exec",
+            "builtins.eval", "builtins.__import__"}
+
+
 class StaticAnswer:
     """An exercise's answer as text, with the notebook around it (the grader's view).
 
@@ -576,7 +580,22 @@ class StaticAnswer:
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     for target in targets:
                         self.student_names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        self.dynamic: List[str] = []  # exec, eval, globals(), getattr(x, computed name), ...
         self.sites = self._sites()
+
+    def _is_module(self, node: ast.AST, local: Set[str]) -> bool:
+        """Whether ``node`` names a module (``torch``, ``F``, an imported name): a computed
+        attribute of a module is a way to reach a forbidden function by a name no rule can read."""
+        dotted = _dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        if not dotted or dotted.split(".")[0] in local:
+            return False
+        head = dotted.split(".")[0]
+        if head in self.helpers or (head in self.student_names and head not in self.aliases):
+            return False
+        resolved = self.resolve(dotted)
+        root = resolved.split(".")[0]
+        return head in self.aliases or root in ("torch", "numpy", "math", "builtins", "attention_book",
+                                                "functools", "importlib", "sys", "os", "operator")
 
     def resolve(self, dotted: str) -> str:
         head, _, tail = dotted.partition(".")
@@ -612,6 +631,12 @@ class StaticAnswer:
                 local = local | _bound_names(node)
             is_call = isinstance(node, ast.Call)
             expr = node.func if is_call else node
+            if is_call:
+                name = _dotted(expr) or ""
+                if name in _DYNAMIC or name.endswith(".import_module") or (
+                        name in ("getattr", "setattr", "delattr") and len(node.args) > 1
+                        and not isinstance(node.args[1], ast.Constant) and self._is_module(node.args[0], local)):
+                    self.dynamic.append(name)
             if isinstance(expr, (ast.Name, ast.Attribute)) and (
                     is_call or isinstance(getattr(expr, "ctx", None), ast.Load)):
                 dotted = _dotted(expr)

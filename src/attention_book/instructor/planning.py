@@ -354,7 +354,14 @@ def rule_violations(label: str, answer: str, student_texts: List[str], course_te
     if missing:
         reasons.append((f"your answer does not define `{missing[0]}` (the exercise asks you to write it)",
                         f"does not define {missing[0]}"))
-    static = StaticAnswer([answer], student_texts, course_texts)
+    # the answer as it runs: its cells, and any cell of the student's that (re)defines its names
+    answers = [answer] + [text for text in student_texts if text != answer
+                          and _defined_names([text]) & set(wanted or [])]
+    static = StaticAnswer(answers, student_texts, course_texts)
+    if static.dynamic:  # names looked up or code made at run time: no rule could be checked
+        reasons.append((f"looks code up at run time ({static.dynamic[0]}), so the exercise's rules cannot be "
+                        "checked: write the answer as plain code (0 points)",
+                        f"looks code up at run time ({static.dynamic[0]})"))
     body = chapter_code(label)
     used = static.chapter_names(body, rules.allowed)
     if used:
