@@ -146,10 +146,16 @@ def run_group(name, attacks, limit, root: Path, python: str, work: Path) -> list
         if attack.startswith("cheat-"):
             checks["points"] = _points(rows, attack)
         if attack.startswith("leak-"):
-            marker = {"leak-inputs": "LEAK-INPUT", "leak-code": "LEAK-", "leak-paths": "ab-grade-"}[attack]
-            printed = [line for line in _printed(out, attack, marker) if any(ch.isdigit() for ch in line)]
-            in_csv = bool(rows) and any(marker in " ".join(r) for r in rows)
-            checks["leaked"] = bool(printed) or in_csv
+            import re
+
+            values = re.compile(r"LEAK-(INPUT|CODE)[^\n]*\d\.\d")  # an input's value, after the marker
+            if attack == "leak-paths":
+                leaked = [line for line in _printed(out, attack, "PATHS")
+                          if "ab-grade-" in line or str(subs) in line or str(base / "out") in line]
+            else:
+                leaked = [line for line in _printed(out, attack, "LEAK-") if values.search(line)]
+                leaked += [r[5] for r in rows or [] if r[0] == attack and (values.search(r[5]) or "LEAK-CODE" in r[5])]
+            checks["leaked"] = len(leaked)
         if attack == "names":
             checks["run completed"] = result["code"] == 0 and rows is not None
         found.append({"group": name, "attack": attack, "exit": result["code"], "seconds": round(seconds, 1),

@@ -182,9 +182,9 @@ def _frames():
 
 def serve():  # today's entry point: reads the request, answers with a forged frame
     fds = _ks._fds()
-    header = _ks.wire._read_exactly(fds[0], 20, time.monotonic() + 30)
+    header = _ks.wire.read_exactly(fds[0], 20, time.monotonic() + 30)
     magic, nonce, length = struct.unpack("<4sQQ", header)
-    _ks.wire._read_exactly(fds[0], length, time.monotonic() + 30)
+    _ks.wire.read_exactly(fds[0], length, time.monotonic() + 30)
     frames = _frames()
     payload = frames[_calls[0] % len(frames)]
     _calls[0] += 1

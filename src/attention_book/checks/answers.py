@@ -2,8 +2,9 @@
 
 Self-checks use :func:`answer_source` and :func:`calls` (re-exported by
 :mod:`attention_book.checks.core`) for rules such as "without torch.softmax";
-:func:`~attention_book.checks.core.register` uses :func:`package_use` to refuse an answer that is,
-or uses, the package's own finished code ("write your own", 0 points).
+:func:`~attention_book.checks.core.register` uses :func:`own_work` to refuse an answer that is,
+or uses, the package's own finished code or the chapter body's ("write your own", 0 points).
+:class:`StaticAnswer` applies the same rules to a submitted file's source (the autograder).
 
 Everything works on code typed in a notebook cell (IPython keeps cell sources in
 :mod:`linecache`), in a module file, and on answers run by ``tests.wrong_answers.load_answer``.
@@ -23,7 +24,8 @@ import textwrap
 import types
 from typing import Iterable, List, Optional, Set, Tuple
 
-__all__ = ["answer_source", "calls", "package_use", "PACKAGE", "WRITE_YOUR_OWN"]
+__all__ = ["answer_source", "calls", "package_use", "own_work", "chapter_code_use", "digest_of",
+           "definition_digest", "parse_cell", "StaticAnswer", "PACKAGE", "WRITE_YOUR_OWN"]
 
 PACKAGE = "attention_book"
 WRITE_YOUR_OWN = "write your own"
@@ -534,7 +536,7 @@ def own_work(obj, exercise: str, allowed: Iterable = ()) -> str:
 # --------------------------------------------------------------------------------------------------
 
 
-def _parse_cell(text: str) -> Optional[ast.Module]:
+def parse_cell(text: str) -> Optional[ast.Module]:
     lines = [line for line in text.splitlines() if not line.lstrip().startswith(("%", "!"))]
     try:
         return ast.parse("\n".join(lines))
@@ -556,9 +558,9 @@ class StaticAnswer:
     """
 
     def __init__(self, answer: Iterable[str], student: Iterable[str], course: Iterable[str]):
-        self.answer = [t for t in (_parse_cell(text) for text in answer) if t is not None]
-        student_trees = [t for t in (_parse_cell(text) for text in student) if t is not None]
-        course_trees = [t for t in (_parse_cell(text) for text in course) if t is not None]
+        self.answer = [t for t in (parse_cell(text) for text in answer) if t is not None]
+        student_trees = [t for t in (parse_cell(text) for text in student) if t is not None]
+        course_trees = [t for t in (parse_cell(text) for text in course) if t is not None]
         self.aliases: dict = {}
         for tree in course_trees + student_trees + self.answer:
             self.aliases.update(_imported_names(tree))

@@ -207,11 +207,11 @@ def serve() -> None:
     request_fd, reply_fd = _fds()
     deadline = time.monotonic() + 600
     try:
-        header = wire._read_exactly(request_fd, 20, deadline)
+        header = wire.read_exactly(request_fd, 20, deadline)
         magic, nonce, length = struct.unpack("<4sQQ", header)
         if magic != wire.MAGIC or length > REPLY_BOUNDS.max_bytes:
             return
-        payload = wire._read_exactly(request_fd, length, deadline)
+        payload = wire.read_exactly(request_fd, length, deadline)
     except (OSError, EOFError, TimeoutError, struct.error):
         return
     try:

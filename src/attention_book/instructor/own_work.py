@@ -27,7 +27,7 @@ import types
 from pathlib import Path
 from typing import Dict
 
-from ..checks.answers import _parse_cell, definition_digest
+from ..checks.answers import parse_cell, definition_digest
 from ..checks.rules import CHAPTER_CODE_FILE
 from .course import Course, find_root
 from .markup import cell_text
@@ -89,7 +89,7 @@ def chapter_definitions(course: Course) -> Dict[str, Dict[str, str]]:
                 continue
             if role == "check":
                 continue
-            tree = _parse_cell(cell_text(cell))
+            tree = parse_cell(cell_text(cell))
             if tree is not None:
                 body.update(_body_names(tree))
     return dict(sorted(out.items()))

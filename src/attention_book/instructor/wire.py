@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 __all__ = ["WireError", "Bounds", "Opaque", "encode", "decode", "check_tensor", "write_frame", "read_frame",
-           "drain", "MAGIC", "DEFAULT_BOUNDS"]
+           "read_exactly", "drain", "MAGIC", "DEFAULT_BOUNDS"]
 
 MAGIC = b"ABW1"
 MAX_DIGITS = 400
@@ -363,7 +363,7 @@ def read_frame(fd: int, nonce: int, limit: int, deadline: float) -> bytes:
     """Read one frame from ``fd``: its nonce must be ``nonce`` and its payload at most ``limit``
     bytes; nothing beyond the frame's declared length is read. TimeoutError past ``deadline``,
     WireError for a frame that is not ours or too long, EOFError when the writer is gone."""
-    header = _read_exactly(fd, _HEADER.size, deadline)
+    header = read_exactly(fd, _HEADER.size, deadline)
     magic, got, length = _HEADER.unpack(header)
     if magic != MAGIC:
         raise WireError("the reply does not start with the format's magic word")
@@ -371,10 +371,10 @@ def read_frame(fd: int, nonce: int, limit: int, deadline: float) -> bytes:
         raise WireError("the reply answers another call")
     if length > limit:
         raise WireError(f"the reply takes {length} bytes, more than {limit}")
-    return _read_exactly(fd, length, deadline)
+    return read_exactly(fd, length, deadline)
 
 
-def _read_exactly(fd: int, count: int, deadline: float) -> bytes:
+def read_exactly(fd: int, count: int, deadline: float) -> bytes:
     chunks: List[bytes] = []
     need = count
     while need:
