@@ -412,6 +412,78 @@ def test_allowed_package_objects():
     assert allowed_check(build).ok
 
 
+# --- own work: the chapter body's finished code (issues 19 and 21) ----------------------------------
+
+CHAPTER_BODY = (
+    "import torch\n"
+    "def stable(scores, dim=-1):\n"
+    "    shifted = scores - scores.amax(dim, keepdim=True)\n"
+    "    return shifted.exp() / shifted.exp().sum(dim, keepdim=True)\n"
+)
+OWN_WORK_ANSWERS = {  # name -> (answer cell, refused?)
+    "calls-it": ("def my_softmax(scores, dim=-1):\n    return stable(scores, dim)\n", "uses `stable`"),
+    "is-it": ("my_softmax = stable\n", "is `stable`"),
+    "partial": ("import functools\nmy_softmax = functools.partial(stable, dim=-1)\n", "is `stable`"),
+    "lambda": ("my_softmax = lambda s, dim=-1: stable(s, dim)\n", "uses `stable`"),
+    "through-a-helper": ("def helper(s, d):\n    return stable(s, d)\n"
+                         "def my_softmax(scores, dim=-1):\n    return helper(scores, dim)\n", "uses `stable`"),
+    "default-argument": ("def my_softmax(scores, dim=-1, impl=stable):\n    return impl(scores, dim)\n",
+                         "uses `stable`"),
+    "own-code": ("def my_softmax(scores, dim=-1):\n    e = (scores - scores.amax(dim, keepdim=True)).exp()\n"
+                 "    return e / e.sum(dim, keepdim=True)\n", ""),
+    "own-function-of-the-same-name": ("def stable(s, dim=-1):\n    e = s.exp()\n    return e / e.sum(dim, keepdim=True)\n"
+                                      "def my_softmax(scores, dim=-1):\n    return stable(scores, dim)\n", ""),
+}
+
+
+def _cell(code: str, namespace: dict, name: str) -> None:
+    """Run ``code`` like a notebook cell into ``namespace`` (its source readable, as in IPython)."""
+    import linecache
+
+    filename = f"<cell {name}>"
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    exec(compile(code, filename, "exec"), namespace)  # noqa: S102 - test code
+
+
+@register("ex-00-own", "Own work")
+def own_work_check(my_softmax):
+    scores = torch.randn(3, 4, generator=torch.Generator().manual_seed(0))
+    return [("matches torch.softmax", lambda: torch.testing.assert_close(my_softmax(scores, dim=-1),
+                                                                          torch.softmax(scores, -1)))]
+
+
+@pytest.mark.parametrize("name", sorted(OWN_WORK_ANSWERS))
+def test_answers_using_the_chapter_code_get_write_your_own(name, monkeypatch):
+    import ast
+
+    import attention_book.checks.rules as rules
+    from attention_book.checks.answers import definition_digest
+
+    digest = definition_digest(ast.parse(CHAPTER_BODY).body[1])
+    monkeypatch.setattr(rules, "_CODE", {"ex-00-own": {"stable": "def:" + digest}})
+    namespace: dict = {"__name__": "__main__"}
+    _cell(CHAPTER_BODY, namespace, "chapter")  # the chapter's own cell, run above the exercise
+    code, refused = OWN_WORK_ANSWERS[name]
+    _cell(code, namespace, f"answer-{name}")
+    verdict = own_work_check(namespace["my_softmax"])
+    if refused:
+        assert verdict.score == 0 and refused in verdict.write_your_own, verdict.write_your_own
+        assert "which the chapter defines above" in str(verdict)
+    else:
+        assert verdict.ok and not verdict.write_your_own, str(verdict)
+
+
+def test_the_exercise_rules_come_from_one_table():
+    """The self-checks of ch01 and ch03 read their "without ..." rules from checks/rules.py."""
+    from attention_book.checks import ch01, ch03, rules
+
+    assert ch03.SOFTMAX_NAMES is rules.SOFTMAX_NAMES and ch01.LOOKUP_NAMES is rules.LOOKUP_NAMES
+    answer = load_answer("import torch\ndef my_softmax(scores, dim=-1):\n    return torch.softmax(scores, dim)\n",
+                         "rule-softmax")["my_softmax"]
+    verdict = ch03.stable_softmax(answer)
+    assert any("ready-made softmax" in hint for _, hint in verdict.failed), verdict.failed
+
+
 # --- numbering -------------------------------------------------------------------------------------
 
 

@@ -21,7 +21,7 @@ import pytest
 from attention_book.instructor.course import Course
 from attention_book.instructor.grade import hidden_tests_of, run_tests
 from attention_book.instructor.hidden import LocalSession, load_hidden_tests
-from attention_book.instructor.planning import scan_code
+from attention_book.instructor.planning import rule_violations, scan_code
 from attention_book.instructor.scoring import score_exercise
 from wrong_answers import WrongAnswer, all_wrong_answers, load_answer
 
@@ -130,8 +130,11 @@ def test_hidden_tests_fail_on_wrong_answers(chapter, namespaces):
             package = any("course package" in flag for flag in scan_code(wrong_answer.code, set()))
             if package:  # the grader's planning step gives 0 to an answer importing attention_book
                 caught += 1
+            broken = rule_violations(label, wrong_answer.code, [wrong_answer.code], [])
+            if broken:  # ... and to one that breaks the exercise's rules or uses the chapter's code
+                caught += 1
             if wrong_answer.non_attempt:
-                zero = "imports the course package" if package else ""
+                zero = "imports the course package" if package else (broken[0][0] if broken else "")
                 points, message = score_exercise(results, label_tests, 2.0, zero_reason=zero)
                 if points != 0:
                     problems.append(f"{label}: the non-attempt {wrong_answer.name} scores {points} ({message})")

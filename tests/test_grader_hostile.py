@@ -1,11 +1,20 @@
-"""Hostile submissions (issue 13): every attack as a notebook, graded once in a real sandbox.
+"""Hostile submissions (issues 13 and 19): every attack as a notebook, graded once in a real sandbox.
 
 The class: chapter 3's solution (full marks), its untouched release (0), a partly solved notebook
-(exact partial points) and every attack of tests/hostile/attacks.py, plus file names that try
-to collide, inject a CSV formula or forge summary rows, and files that must be skipped. The grader
-runs with a secret planted in its environment and in its home folder and one in another
-student's file; after grading no secret may appear in anything the kernels produced, no process
-may outlive grading, and grades.csv must not change afterwards.
+(exact partial points), every attack of tests/hostile/attacks.py (issue 13) and
+tests/hostile/round2.py (issue 19: host files, forged replies, hangs and starvation, points
+without solving, leaks), honest notebooks graded while a process hog runs next to them
+(``--jobs 2``), and file names that collide, inject a CSV formula, forge rows with a bare CR,
+are not UTF-8 or hold terminal escape sequences. The grader runs in a process of its own
+(tests/hostile/harness.py: its peak memory is that process's ``ru_maxrss``) with a secret in its
+environment and home folder, and one in another student's file. A watched folder of the
+grader's machine is the target of the planted links. Afterwards: host files unchanged, every
+notebook ended within its budget, the grader stayed under 1 GB (and so did each worker reading
+replies), every other student was graded, cheating scored 0 and was flagged, no secret, hidden
+input or grader path reached an output, no process outlived grading, grades.csv did not change.
+
+``tools/hostile_before.py`` runs the same class against the grader of an earlier commit: the
+attacks of issue 19 fail there (see its report).
 """
 
 from __future__ import annotations
@@ -13,6 +22,8 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
+import shutil
 import time
 from pathlib import Path
 
@@ -23,14 +34,22 @@ from attention_book.instructor.course import Course
 from attention_book.instructor.grade import GradeOptions, grade_folder, hidden_tests_of
 from attention_book.instructor.release import release_notebook
 from attention_book.instructor.report import read_grades
-from attention_book.instructor.sandbox import IsolationError, Limits, Sandbox, check_isolation
-from attention_book.instructor.submissions import pick_chapter
+from attention_book.instructor.runner import RunOptions
+from attention_book.instructor.sandbox import UID_BASE, IsolationError, Sandbox, check_isolation
+from attention_book.instructor.submissions import display_name, pick_chapter
+from attention_book.instructor.worker import hard_deadline
 from hostile.attacks import ATTACKS, solved_subset
+from hostile.harness import grade_in_process, read_records, snapshot
+from hostile.round2 import NAMES, ROUND2
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET_ENV = "SECRET-H2-env-3f9a"
 SECRET_HOME = "SECRET-H2-home-77c1"
 SECRET_OTHER = "SECRET-H2-other-student-1b2e"
+SECRET_WATCHED = "SECRET-H2-watched-5d0c"
+OPTIONS = dict(chapter="03", jobs=2, quiet=False, timeout=90, tests_timeout=60, check_timeout=20)
+LIMITS = dict(processes=64, memory_mb=6144, disk_mb=256, total_memory_mb=2048)
+HOLD_SECONDS = 60  # the process hog keeps its processes this long (the notebooks beside it run meanwhile)
 
 pytestmark = pytest.mark.slow
 
@@ -45,31 +64,40 @@ def _isolation_works(tmp_path) -> bool:
     return True
 
 
-def _write(folder: Path, name: str, nb) -> None:
-    (folder / name).write_text(json.dumps(nb), encoding="utf-8")
+def _write(folder: Path, name, nb) -> None:
+    data = json.dumps(nb).encode("utf-8")
+    path = os.path.join(os.fsencode(folder), name if isinstance(name, bytes) else name.encode("utf-8"))
+    with open(path, "wb") as handle:
+        handle.write(data)
 
 
-def _processes(marker: str):
+def _processes(marker: bytes):
+    """Processes of this grader's sandboxes whose command line holds ``marker`` (other graders may
+    run the same attacks on this machine at the same time, as other users)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
+                uid = entry.stat().st_uid
+                ours = UID_BASE <= uid < UID_BASE + 1000 if os.geteuid() == 0 else uid == os.getuid()
+                if ours and marker in (entry / "cmdline").read_bytes():
                     found.append(int(entry.name))
             except OSError:
                 pass
     return found
 
 
-def _nobody_processes():
+def _sandbox_processes():
+    """Processes of the sandbox user ids (other graders on this machine may use ``nobody``)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if entry.stat().st_uid == 65534:
-                    found.append(int(entry.name))
+                uid = entry.stat().st_uid
             except OSError:
-                pass
+                continue
+            if UID_BASE <= uid < UID_BASE + 1000:
+                found.append(int(entry.name))
     return found
 
 
@@ -82,20 +110,38 @@ def graded(tmp_path_factory):
     source = nbformat.read(str(ROOT / chapter.path), as_version=4)
     release = release_notebook(source, chapter, course.context())
     other = nbformat.read(str(ROOT / next(c.path for c in course.chapters if c.number == 1)), as_version=4)
+    watched = base / "watched"
+    watched.mkdir()
+    (watched / "secret-0600").write_text(SECRET_WATCHED)
+    (watched / "secret-0600").chmod(0o600)
+    shutil.copy(ROOT / "instructor" / "hidden_tests" / "ch03.py", watched / "hidden_tests_ch99.py")
     subs = base / "submissions"
     subs.mkdir()
     coding = [ex.label for ex in chapter.exercises if ex.answer_cells and course.points_for(ex.label) > 0]
+    context = {"watched": str(watched), "hold_seconds": HOLD_SECONDS}
+    # the process hog sorts first; the honest notebooks after it are graded while it holds its slots
+    _write(subs, "00-hog.ipynb", ROUND2["process-hog"].build(source=source, release=release, chapter=chapter,
+                                                              other=other, context=context))
+    _write(subs, "01-beside-hog-solution.ipynb", source)
+    _write(subs, "02-beside-hog-partial.ipynb", solved_subset(source, chapter, coding[:2]))
     _write(subs, "solution.ipynb", source)
     _write(subs, "release.ipynb", release)
     _write(subs, "partial.ipynb", solved_subset(source, chapter, coding[:1]))
     for name, attack in ATTACKS.items():
         _write(subs, f"attack-{name}.ipynb", attack.build(source=source, release=release, chapter=chapter,
                                                           other=other))
-    # names: two that an underscore-for-space scheme merges, a formula, a Markdown row forger
+    for name, attack in ROUND2.items():
+        if name != "process-hog":
+            _write(subs, f"r2-{name}.ipynb", attack.build(source=source, release=release, chapter=chapter,
+                                                          other=other, context=context))
+    # names: two that an underscore-for-space scheme merges, a formula, a Markdown row forger,
+    # a CR forging rows, bytes that are not UTF-8, terminal escapes
     _write(subs, "a b.ipynb", release)
     _write(subs, "a_b.ipynb", source)
     _write(subs, "=HYPERLINK(1).ipynb", release)
     _write(subs, "x | 99 | 99 | 100 | forged |.ipynb", release)
+    for raw in NAMES:
+        _write(subs, raw, solved_subset(source, chapter, coding[:1]))
     secret_nb = json.loads(json.dumps(release))
     secret_nb["cells"].append({"cell_type": "markdown", "metadata": {}, "source": SECRET_OTHER})
     _write(subs, "zz-other.ipynb", secret_nb)
@@ -106,24 +152,19 @@ def graded(tmp_path_factory):
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_rsa").write_text(SECRET_HOME)
     out = base / "out"
-    before_nobody = set(_nobody_processes())
-    old_env = {k: os.environ.get(k) for k in ("H2_GRADER_SECRET", "HOME")}
-    os.environ["H2_GRADER_SECRET"], os.environ["HOME"] = SECRET_ENV, str(home)
-    try:
-        options = GradeOptions(chapter="03", jobs=2, quiet=True, timeout=240, check_timeout=60,
-                               limits=Limits(processes=64, memory_mb=6144))
-        report = grade_folder(course, subs, out, options)
-    finally:
-        for key, value in old_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    csv_before = report.csv_path.read_bytes()
+    temp = base / "grader-tmp"  # the grader's own temporary folder: it must be empty afterwards
+    temp.mkdir()
+    before = {"sandbox": set(_sandbox_processes()), "watched": snapshot(watched),
+              "instructor": snapshot(ROOT / "instructor"), "subs": snapshot(subs)}
+    env = dict(os.environ, H2_GRADER_SECRET=SECRET_ENV, HOME=str(home), TMPDIR=str(temp))
+    result = grade_in_process(ROOT, subs, out, OPTIONS, LIMITS, env=env)
+    assert result["code"] == 0, result["stderr"][-3000:]
+    csv_before = (out / "grades.csv").read_bytes()
     time.sleep(5)  # the detached forger of the "detach" attack would strike after 3 s
-    return {"report": report, "out": out, "subs": subs, "course": course, "chapter": chapter,
-            "rows": read_grades(report.csv_path), "csv_before": csv_before, "before_nobody": before_nobody,
-            "tests": hidden_tests_of(course, chapter)}
+    return {"result": result, "out": out, "subs": subs, "course": course, "chapter": chapter, "base": base,
+            "temp": temp,
+            "rows": read_grades(out / "grades.csv"), "csv_before": csv_before, "before": before,
+            "watched": watched, "records": read_records(out), "tests": hidden_tests_of(course, chapter)}
 
 
 def _points(graded, student):
@@ -137,8 +178,30 @@ def _graded_labels(graded):
 
 
 def _flags(graded, student):
-    with open(graded["report"].csv_path, newline="", encoding="utf-8") as handle:
+    with open(graded["out"] / "grades.csv", newline="", encoding="utf-8") as handle:
         return " ".join(row[6] for row in csv.reader(handle) if row[0] == student)
+
+
+def _outputs(path: Path):
+    nb = json.loads(path.read_text())
+    for cell in nb["cells"]:
+        for output in cell.get("outputs", []):
+            text = output.get("text", "")
+            text = "".join(text) if isinstance(text, list) else str(text)
+            yield text + str(output.get("evalue", "")) + str(output.get("data", ""))
+
+
+def _executed(graded, name: str) -> Path:
+    from urllib.parse import quote
+
+    return graded["out"] / "executed" / quote(name.encode("utf-8"), safe="-_.")
+
+
+def _printed(graded, name: str, marker: str):
+    return [line for text in _outputs(_executed(graded, name)) for line in text.splitlines() if marker in line]
+
+
+# ------------------------------------------------------------------------------------------------ honest work
 
 
 def test_honest_submissions_keep_their_exact_points(graded):
@@ -154,9 +217,30 @@ def test_honest_submissions_keep_their_exact_points(graded):
     assert "changed" not in _flags(graded, "solution")  # nor the course cells of a solved notebook
 
 
+def test_notebooks_graded_beside_a_process_hog_keep_their_points(graded):
+    """Issue 19: with --jobs 2 a notebook took every process slot of the shared sandbox user."""
+    hog = _printed(graded, "00-hog.ipynb", "HOG processes:")
+    assert hog and int(hog[0].split(":")[1]) >= 40, hog  # it did take its slots
+    labels = _graded_labels(graded)
+    solution, partial = _points(graded, "01-beside-hog-solution"), _points(graded, "02-beside-hog-partial")
+    for label in labels:
+        assert solution[label][0] == solution[label][1], (label, solution[label])
+    assert [partial[label][0] == partial[label][1] for label in labels] == [True, True] + [False] * (len(labels) - 2)
+    records = graded["records"]
+    hog_window = records["00-hog"]["wall_seconds"]
+    assert hog_window >= HOLD_SECONDS  # and the honest notebooks were graded while it held them
+    assert records["01-beside-hog-solution"]["wall_seconds"] < hog_window
+
+
 @pytest.mark.parametrize("attack", sorted(n for n in ATTACKS if n not in ("tamper-cells", "other-chapter")))
 def test_attacks_score_zero(graded, attack):
     rows = _points(graded, f"attack-{attack}")
+    assert all(points == 0 for points, _, _ in rows.values()), rows
+
+
+@pytest.mark.parametrize("attack", sorted(n for n in ROUND2 if n not in ("process-hog", "leak-inputs", "leak-code")))
+def test_round_two_attacks_score_zero(graded, attack):
+    rows = _points(graded, f"r2-{attack}")
     assert all(points == 0 for points, _, _ in rows.values()), rows
 
 
@@ -169,56 +253,167 @@ def test_tampered_cells_are_restored_and_flagged(graded):
 
 
 @pytest.mark.parametrize("attack, flag", [
-    ("patch-checks", "imports the course package"), ("allclose", "assigns to torch.allclose"),
-    ("spy", "reads /proc"), ("detach", "os.fork"), ("print-flood", "printed more than"),
-    ("other-chapter", "handed in 01_"),
+    ("attack-patch-checks", "imports the course package"), ("attack-allclose", "assigns to torch.allclose"),
+    ("attack-spy", "reads /proc"), ("attack-detach", "os.fork"), ("attack-print-flood", "printed more than"),
+    ("attack-other-chapter", "handed in 01_"), ("r2-iopub-flood", "printed more than"),
+    ("r2-reply-shared", "refused"), ("r2-reply-expand", "refused"), ("r2-reply-deflate", "refused"),
+    ("r2-cheat-softmax", "breaks the exercise's rule"), ("r2-cheat-finished", "write your own"),
 ])
 def test_tampering_is_flagged(graded, attack, flag):
-    assert flag in _flags(graded, f"attack-{attack}")
-    summary = graded["report"].summary_path.read_text()
-    assert "## Flagged submissions" in summary and f"attack-{attack}" in summary
+    assert flag in _flags(graded, attack)
+    summary = (graded["out"] / "summary.md").read_text()
+    assert "## Flagged submissions" in summary and attack in summary
+
+
+# ------------------------------------------------------------------------------------------------ host files
+
+
+def test_host_files_are_never_touched(graded):
+    """Links and FIFOs planted where the grader of issue 13 wrote its requests; 3 GB written."""
+    assert snapshot(graded["watched"]) == graded["before"]["watched"]
+    assert not (graded["watched"] / "created-by-grader").exists()
+    assert snapshot(ROOT / "instructor") == graded["before"]["instructor"]
+    assert snapshot(graded["subs"]) == graded["before"]["subs"]
+    for name in ("r2-plant-links.ipynb", "r2-plant-fifo.ipynb"):
+        assert _printed(graded, name, "planted")  # the attack ran (and planted nothing the grader used)
+
+
+def test_writes_stop_at_the_sandbox_disk_cap_and_nothing_is_left(graded):
+    wrote = _printed(graded, "r2-fill-disk.ipynb", "DISK-WROTE-MB")
+    assert wrote, "the disk attack did not report"
+    assert int(wrote[0].split()[-1]) <= LIMITS["disk_mb"], wrote
+    assert list(graded["temp"].iterdir()) == []  # nothing left in the grader's temporary folder
+
+
+def test_sandbox_memory_is_capped_for_the_whole_sandbox(graded):
+    record = graded["records"]["r2-memory-hog"]
+    if os.geteuid() != 0:  # no cgroup without root: the limits are per process (instructor/README.md)
+        assert record.get("sandbox_peak_mb") is None
+        return
+    assert record.get("sandbox_peak_mb") is not None, "as root every sandbox has a memory cgroup"
+    held = _printed(graded, "r2-memory-hog.ipynb", "MEMORY-HELD-GIB")
+    if held:  # the kernel may itself be the process the cgroup's OOM killer picked
+        assert int(held[0].split()[-1]) * 1024 < LIMITS["total_memory_mb"], held
+    else:
+        assert "kernel died" in (record.get("stop") or "")
+
+
+# ------------------------------------------------------------------------------------------------ replies, memory, time
+
+
+def test_grader_memory_stays_under_1_gb(graded):
+    assert graded["result"]["maxrss_mb"] < 1024, graded["result"]["maxrss_mb"]
+    peaks = {name: r.get("worker_peak_mb") for name, r in graded["records"].items()}
+    assert all(p is not None and p < 1024 for p in peaks.values()), peaks
+
+
+def test_every_notebook_ends_within_its_budget(graded):
+    options = RunOptions(timeout=OPTIONS["timeout"], tests_timeout=OPTIONS["tests_timeout"])
+    limit = hard_deadline(options)
+    slow = {name: r["wall_seconds"] for name, r in graded["records"].items() if r["wall_seconds"] > limit}
+    assert not slow, (limit, slow)
+    strangers = graded["records"]["r2-strangers"]
+    assert "time limit" in json.dumps(strangers) or "stopped responding" in json.dumps(strangers)
+
+
+def test_huge_notebook_is_planned_quickly(graded):
+    record = graded["records"]["r2-huge-plan"]
+    assert record["wall_seconds"] - record.get("seconds", 0) < 60, record["wall_seconds"]
+
+
+# ------------------------------------------------------------------------------------------------ points
+
+
+def test_cheating_answers_score_zero_and_are_flagged(graded):
+    softmax = _points(graded, "r2-cheat-softmax")
+    assert softmax["ex-03-stable-softmax"][0] == 0 and "torch.softmax" in softmax["ex-03-stable-softmax"][2]
+    finished = _points(graded, "r2-cheat-finished")
+    for label in ("ex-03-stable-softmax", "ex-03-scaled-weights", "ex-03-temperature"):
+        assert finished[label][0] == 0 and "write your own" in finished[label][2], finished[label]
+    zeroed = _points(graded, "r2-cheat-zero-inputs")
+    assert all(points == 0 for points, _, _ in zeroed.values()), zeroed
+
+
+# ------------------------------------------------------------------------------------------------ leaks
 
 
 def test_no_secret_or_grader_file_reaches_a_kernel(graded):
     executed = graded["out"] / "executed"
-    texts = [p.read_text() for p in executed.glob("*.ipynb")]
-    assert len(texts) >= len(ATTACKS)
+    assert len(list(executed.glob("*.ipynb"))) >= len(ATTACKS) + len(ROUND2)
     for path in executed.glob("*.ipynb"):
         for line in _outputs(path):
             assert "LEAK:" not in line and "SECRET-H2-" not in line, (path.name, line[:200])
 
 
-def _outputs(path: Path):
-    nb = json.loads(path.read_text())
-    for cell in nb["cells"]:
-        for output in cell.get("outputs", []):
-            yield str(output.get("text", "")) + str(output.get("evalue", "")) + str(output.get("data", ""))
+def test_hidden_inputs_and_code_stay_with_the_grader(graded):
+    numbers = re.compile(r"LEAK-(INPUT|CODE)[^\n]*\d\.\d")
+    for path in (graded["out"] / "executed").glob("*.ipynb"):
+        for text in _outputs(path):
+            assert not numbers.search(text), (path.name, text[:300])
+            assert "LEAK-CODE" not in text, (path.name, text[:300])
+    raw = (graded["out"] / "grades.csv").read_text()
+    assert "LEAK-CODE" not in raw and not numbers.search(raw)
+    leaky = _points(graded, "r2-leak-inputs")  # a right answer that keeps its inputs still scores
+    assert all(points == top for points, top, _ in leaky.values()), leaky
+
+
+def test_no_grader_path_reaches_an_output_or_a_message(graded):
+    paths = [str(graded["subs"]), str(graded["out"]), str(ROOT / "instructor"), str(graded["base"]),
+             "ab-grade-", "/exchange"]
+    lines = _printed(graded, "r2-leak-paths.ipynb", "PATHS")
+    assert lines, "the paths attack did not report"
+    for line in lines:
+        for path in paths:
+            assert path not in line, (path, line[:300])
+    raw = (graded["out"] / "grades.csv").read_text()
+    for path in paths[:4]:
+        assert path not in raw
+
+
+# ------------------------------------------------------------------------------------------------ processes, names
 
 
 def test_no_process_outlives_grading_and_grades_stay(graded):
-    assert _processes("HOSTILE-SLEEPER") == []
+    assert _processes(b"HOSTILE-SLEEPER") == []
+    assert _processes(b"sleep\x00600") == []
     if os.geteuid() == 0:
-        assert set(_nobody_processes()) <= graded["before_nobody"]
-    assert graded["report"].csv_path.read_bytes() == graded["csv_before"]
-    assert "mallory" not in graded["csv_before"].decode()
+        assert set(_sandbox_processes()) <= graded["before"]["sandbox"]
+    assert (graded["out"] / "grades.csv").read_bytes() == graded["csv_before"]
+    assert "mallory," not in graded["csv_before"].decode()
 
 
 def test_names_are_kept_apart_and_escaped(graded):
     students = {name for name, _ in graded["rows"]}
     assert {"a b", "a_b", "=HYPERLINK(1)", "x | 99 | 99 | 100 | forged |"} <= students
-    raw = graded["report"].csv_path.read_text()
+    raw = (graded["out"] / "grades.csv").read_text()
     assert "\n'=HYPERLINK(1)," in raw and "\n=HYPERLINK" not in raw
-    for line in graded["report"].summary_path.read_text().splitlines():
+    for line in (graded["out"] / "summary.md").read_text().splitlines():
         if line.startswith("| ") and "forged" in line:
             unescaped = line.replace("\\|", "")
             assert unescaped.count("|") == 7, line
     assert _points(graded, "a_b") != _points(graded, "a b")
 
 
+def test_odd_file_names_are_graded_escaped_and_read_back(graded):
+    """A bare CR forged rows, a name that is not UTF-8 aborted the run, escapes reached the terminal."""
+    expected = {display_name(os.fsdecode(raw)[:-6]) for raw in NAMES}
+    students = {name for name, _ in graded["rows"]}
+    assert expected <= students, expected - students
+    with open(graded["out"] / "grades.csv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    assert all(len(row) == 7 for row in rows)  # no row was split or forged
+    assert not [row for row in rows if row[0] in ("alice", '=HYPERLINK("x")')]
+    for name in expected:  # each graded like any partly solved notebook
+        assert _points(graded, name)["ex-03-stable-softmax"][0] == 2
+    for text in ((graded["out"] / "grades.csv").read_text(), (graded["out"] / "summary.md").read_text(),
+                 graded["result"]["stderr"]):
+        assert "\x1b" not in text and "\r" not in text.replace("\r\n", "\n")
+
+
 def test_skipped_files_are_listed(graded):
-    skipped = dict(graded["report"].skipped_files)
+    skipped = {eval(name): why for name, why in graded["result"]["report"]["skipped_files"]}  # noqa: S307
     assert set(skipped) == {".hidden.ipynb", "notes.txt", "link.ipynb"}
-    summary = graded["report"].summary_path.read_text()
+    summary = (graded["out"] / "summary.md").read_text()
     assert "## Files not graded" in summary and "notes.txt" in summary and "link.ipynb" in summary
 
 
@@ -230,7 +425,7 @@ def test_rerun_reuses_records_of_the_same_files(graded):
 
 
 def test_refuses_without_isolation_unless_unsafe(tmp_path, monkeypatch):
-    monkeypatch.setattr(Sandbox, "prefix", lambda self: (_ for _ in ()).throw(IsolationError("bwrap missing")))
+    monkeypatch.setattr(Sandbox, "bwrap_args", lambda self: (_ for _ in ()).throw(IsolationError("bwrap missing")))
     subs = tmp_path / "subs"
     subs.mkdir()
     with pytest.raises(IsolationError, match="--unsafe"):
@@ -241,12 +436,13 @@ def test_refuses_without_isolation_unless_unsafe(tmp_path, monkeypatch):
 
 
 def test_sandbox_view_hides_instructor_files(tmp_path):
-    box = Sandbox(ROOT, tmp_path / "w", tmp_path / "x", hidden=[tmp_path / "secret"])
-    prefix = box.prefix()
-    pairs = set(zip(prefix, prefix[1:]))
+    box = Sandbox(ROOT, hidden=[tmp_path / "secret"])
+    args = box.bwrap_args()
+    pairs = set(zip(args, args[1:]))
     bound = {value for flag, value in pairs if flag in ("--bind", "--ro-bind")}
-    assert str((tmp_path / "w").resolve()) in bound
+    assert not {flag for flag, _ in pairs if flag == "--bind"}  # nothing of the host is writable
     for private in (ROOT / "instructor", ROOT / "notebooks", ROOT / "_build", tmp_path / "secret"):
         assert not any(private.resolve().is_relative_to(Path(path)) for path in bound) or (
             ("--tmpfs", str(private.resolve())) in pairs), private
-    assert {"--unshare-net", "--unshare-pid", "--die-with-parent"} <= set(prefix)
+    assert {"--unshare-net", "--unshare-pid", "--die-with-parent"} <= set(args)
+    assert ("--remount-ro", "/") in pairs and ("--remount-ro", "/dev") in pairs

@@ -10,9 +10,14 @@ files): a third solution notebooks (full marks expected), a quarter untouched re
 known) and the rest hostile (the attacks of tests/hostile: monkeypatching the checks, patching
 ``torch.allclose``, printing without end, another chapter's solved notebook ...).
 
-``--old-root`` is an untouched copy of an earlier commit (``git archive HEAD | tar -x -C DIR``):
-its grader runs from that copy's ``src/`` (PYTHONPATH) with this venv, on the same files. Results
-are printed and written to _build/bench/instructor.md (a table: grader, wall time, per notebook).
+``--old-root`` is an untouched copy of an earlier commit (``git archive HEAD | tar -x -C DIR``),
+outside ``/tmp`` (the sandbox hides ``/tmp``). Its grader runs with ``--old-python``: a virtual
+environment whose ``attention_book`` is that copy's ``src/`` (copy ``.venv`` to ``DIR/.venv``, write
+``DIR/src`` into its ``__editable__...pth`` and fix the python path in
+``share/jupyter/kernels/python3/kernel.json``); without it, from that copy's ``src/``
+(PYTHONPATH) with this venv, which only works for graders whose kernels do not import the
+package. Results are printed and written to _build/bench/instructor.md (a table: grader, wall
+time, per notebook, load average, the grader's peak memory).
 """
 
 from __future__ import annotations
@@ -21,12 +26,10 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Dict, List
 
@@ -85,29 +88,28 @@ def make_class(root: Path, chapter_wanted: str, students: int, out: Path) -> Dic
     return kinds
 
 
-def run_grader(which: str, root: Path, subs: Path, out: Path, chapter: str, jobs: int):
-    """Wall time and CPU time (the grader and its kernels) of one grading run, and its grades."""
+def run_grader(which: str, root: Path, subs: Path, out: Path, chapter: str, jobs: int, python: str = ""):
+    """Wall time and peak memory (``ru_maxrss`` of the grader) of one grading run, and its grades."""
     env = dict(os.environ)
     env.setdefault("TIKTOKEN_CACHE_DIR", str(ROOT.parent / "shared" / "tiktoken-cache"))
-    if which == "old":
+    if which == "old" and not python:
         env["PYTHONPATH"] = str(root / "src")
-        extra: List[str] = ["--chapter", chapter]
     else:
         env.pop("PYTHONPATH", None)
-        extra = ["--chapter", chapter]
-    command = [sys.executable, "-m", "attention_book.cli", "grade", str(subs), "--root", str(root),
+    extra: List[str] = ["--chapter", chapter]
+    command = [python or sys.executable, "-m", "attention_book.cli", "grade", str(subs), "--root", str(root),
                "--out", str(out), "--force", "--no-executed", "--jobs", str(jobs), *extra]
     if which == "new" and os.environ.get("BENCH_UNSAFE"):
         command.append("--unsafe")
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    done = subprocess.run(command, env=env, cwd=str(root), capture_output=True, text=True, check=False)
-    seconds = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode not in (0, 1):
-        raise RuntimeError(f"{which} grader failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return seconds, cpu, (out / "grades.csv").read_text(encoding="utf-8")
+    sys.path.insert(0, str(ROOT / "tests"))
+    from hostile.harness import WRAP  # runs the grader; reports the grader's own ru_maxrss
+
+    done = subprocess.run([sys.executable, "-c", WRAP, json.dumps(command), "7200"], env=env, cwd=str(root),
+                          capture_output=True, text=True, check=False)
+    result = json.loads(done.stdout)
+    if result["code"] not in (0, 1):
+        raise RuntimeError(f"{which} grader failed ({result['code']}):\n{result['stderr'][-3000:]}")
+    return result["seconds"], result["maxrss_mb"], (out / "grades.csv").read_text(encoding="utf-8")
 
 
 def main() -> int:
@@ -116,6 +118,7 @@ def main() -> int:
     parser.add_argument("--students", type=int, default=30)
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--old-root", type=Path, default=None)
+    parser.add_argument("--old-python", default="", help="the old grader's Python (its own venv)")
     parser.add_argument("--grader", choices=["new", "old", "both"], default="both")
     parser.add_argument("--submissions", type=Path, default=None, help="reuse a class written before")
     parser.add_argument("--set-only", type=Path, default=None, help="only write the class to DIR")
@@ -138,13 +141,17 @@ def main() -> int:
         if args.grader in ("old", "both") and args.old_seconds is None:
             if args.old_root is None:
                 parser.error("--old-root is needed to run the old grader")
-            wall, _, _ = run_grader("old", args.old_root, subs, tmp / "old", args.chapter, args.jobs)
-            rows.append((f"today's grader ({args.old_root})", wall, os.getloadavg()[0]))
+            load = os.getloadavg()[0]
+            wall, peak, _ = run_grader("old", args.old_root, subs, tmp / "old", args.chapter, args.jobs,
+                                       args.old_python)
+            rows.append((f"earlier grader ({args.old_root})", wall, (load, os.getloadavg()[0]), peak))
         elif args.old_seconds is not None:
-            rows.append(("today's grader (measured before; a class of the same make-up from that commit)", *args.old_seconds))
+            rows.append(("earlier grader (measured before; a class of the same make-up from that commit)",
+                         args.old_seconds[0], (args.old_seconds[1], args.old_seconds[1]), float("nan")))
         if args.grader in ("new", "both"):
-            wall, _, _ = run_grader("new", ROOT, subs, tmp / "new", args.chapter, args.jobs)
-            rows.append(("new grader (this checkout, sandboxed)", wall, os.getloadavg()[0]))
+            load = os.getloadavg()[0]
+            wall, peak, _ = run_grader("new", ROOT, subs, tmp / "new", args.chapter, args.jobs)
+            rows.append(("this checkout's grader (sandboxed)", wall, (load, os.getloadavg()[0]), peak))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     lines = [
@@ -153,11 +160,13 @@ def main() -> int:
         f"Machine: {os.cpu_count()} CPUs, Python {platform.python_version()}, load average at the end "
         f"{os.getloadavg()[0]:.1f} (shared machine: compare runs with care); jobs = {args.jobs}.",
         "",
-        "| grader | wall time (s) | s per notebook | load average (1 min) at the end | ratio to the first row |",
-        "|---|---:|---:|---:|---:|",
+        "| grader | wall time (s) | s per notebook | load average (1 min) at start / end | grader peak MB | "
+        "ratio to the first row |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
-    for name, seconds, load in rows:
-        lines.append(f"| {name} | {seconds:.1f} | {seconds / count:.2f} | {load:.1f} | {seconds / rows[0][1]:.2f} |")
+    for name, seconds, (load_start, load_end), peak in rows:
+        lines.append(f"| {name} | {seconds:.1f} | {seconds / count:.2f} | {load_start:.1f} / {load_end:.1f} | "
+                     f"{peak:.0f} | {seconds / rows[0][1]:.2f} |")
     text = "\n".join(lines) + "\n"
     print(text)
     out_dir = ROOT / "_build" / "bench"

@@ -3,6 +3,7 @@
 # Idempotent: a second run only re-installs when requirements or pyproject changed.
 #   tools/setup.sh            python packages (venv, torch CPU wheel first, requirements-dev)
 #   tools/setup.sh --browser  also Chromium (Debian package) and a local MathJax copy for browser tests
+#   tools/setup.sh --nonroot  (root) an unprivileged user and its venv for the grader's security suite
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,6 +51,41 @@ if ! command -v bwrap >/dev/null; then
   else
     echo "[setup] note: the grader needs bubblewrap: 'sudo apt-get install bubblewrap'" >&2
   fi
+fi
+
+# --nonroot (root only; .ci/run calls it): the grader's security suite also runs as an
+# unprivileged user whose Python is outside /root (pyenv's lives there, mode 0700): a system user,
+# Debian's python3.11 and a virtual environment in .cache/venv-nonroot (readable by everyone)
+# with torch and what the grader and its tests import. About 1-2 minutes the first time.
+if [ "${1:-}" = "--nonroot" ]; then
+  user=${NONROOT_USER:-ab-grader}
+  nonroot_venv=.cache/venv-nonroot
+  if [ "$(id -u)" != 0 ]; then
+    echo "[setup] --nonroot prepares another user: run it as root" >&2
+    exit 1
+  fi
+  if ! id "$user" >/dev/null 2>&1; then
+    echo "[setup] creating the unprivileged user $user"
+    useradd --system --create-home --home-dir "/var/lib/$user" --shell /usr/sbin/nologin "$user"
+  fi
+  system_python=${NONROOT_PYTHON:-/usr/bin/python3.11}
+  if [ ! -x "$system_python" ] || ! "$system_python" -c "import venv, ensurepip" 2>/dev/null; then
+    echo "[setup] installing Debian's python3.11 (for the unprivileged user)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3.11 python3.11-venv >/dev/null
+  fi
+  nonroot_stamp="$nonroot_venv/.attention-book-installed"
+  if [ ! -f "$nonroot_stamp" ] || [ -n "$(find pyproject.toml -newer "$nonroot_stamp" 2>/dev/null)" ]; then
+    echo "[setup] virtual environment $nonroot_venv for $user"
+    mkdir -p .cache
+    "$system_python" -m venv "$nonroot_venv"
+    "$nonroot_venv/bin/python" -m pip install -q --upgrade pip
+    "$nonroot_venv/bin/python" -m pip install -q "$TORCH_SPEC" numpy matplotlib ipywidgets anywidget tiktoken tqdm \
+      nbformat ipykernel jupyter_client pyzmq pyyaml pytest pytest-timeout hypothesis
+    "$nonroot_venv/bin/python" -m pip install -q --no-deps -e .
+    touch "$nonroot_stamp"
+  fi
+  chmod -R a+rX "$nonroot_venv"
+  exit 0
 fi
 
 if [ "${1:-}" = "--browser" ]; then

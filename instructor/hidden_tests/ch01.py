@@ -43,18 +43,8 @@ def one_hot_gradients(ns):
                    "computation (no .detach(), .numpy() or .item())")
 
 
-POSITIONS = """
-torch.manual_seed(seed)
-tokens = torch.randn(B, T, C)
-table = torch.nn.Embedding(context_length, C)
-result = add_positions(tokens, table)
-result.sum().backward()
-(result, table.weight.grad, tokens + table.weight[:T])
-"""
-
-
 def _positions(session, **sizes):
-    return session.run(POSITIONS, **sizes)
+    return session.probe("ch01.positions", **sizes)  # attention_book.instructor.probes
 
 
 @hidden_test("ex-01-positions", "a single sequence of one token")
@@ -80,25 +70,8 @@ def positions_full_context(student, reference):
 
 # ---------------------------------------------------------------- ex-01-which-token
 
-WHICH = """
-torch.manual_seed(seed)
-token_embedding = torch.nn.Embedding(vocab_size, C)
-position_embedding = torch.nn.Embedding(context_length, C)
-with torch.no_grad():
-    token_embedding.weight[long_rows] *= 12.0  # long rows win "largest dot product"
-found = []
-for token, position in cases:
-    vector = (token_embedding.weight[token] + position_embedding.weight[position]).detach()
-    value = which_token(vector, position, token_embedding, position_embedding)
-    if hasattr(value, "item") and getattr(value, "numel", lambda: 0)() == 1:
-        value = ("tensor", int(value.item()))
-    found.append(value if isinstance(value, int) and not isinstance(value, bool) else ("type", repr(value)[:40]))
-found
-"""
-
-
 def _which(student, seed, vocab_size, C, context_length, long_rows, cases):
-    found = student.run(WHICH, seed=seed, vocab_size=vocab_size, C=C, context_length=context_length,
+    found = student.probe("ch01.which-token", seed=seed, vocab_size=vocab_size, C=C, context_length=context_length,
                         long_rows=long_rows, cases=cases)
     for (token, position), value in zip(cases, found):
         if isinstance(value, tuple) and value[0] == "tensor":
@@ -123,16 +96,8 @@ def which_tiny(student, reference):
 
 # ---------------------------------------------------------------- ex-01-bpe-decode
 
-DECODE = """
-merges = {}
-for rank, pair in enumerate(pairs):
-    merges[tuple(pair)] = 256 + rank
-decode_tokens(list(ids), merges)
-"""
-
-
 def _decode(session, pairs, ids):
-    return session.run(DECODE, pairs=pairs, ids=ids)
+    return session.probe("ch01.bpe-decode", pairs=pairs, ids=ids)
 
 
 @hidden_test("ex-01-bpe-decode", "a chain of six merges")

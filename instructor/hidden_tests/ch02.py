@@ -175,21 +175,8 @@ def point_at_step(student, reference):
 
 # ---------------------------------------------------------------- ex-02-additive-scores
 
-ADDITIVE = """
-generator = torch.Generator().manual_seed(seed)
-queries = torch.randn(T_q, d_q, generator=generator)
-keys = torch.randn(T_k, d_k, generator=generator)
-W_query = torch.randn(d_q, d_h, generator=generator)
-W_key = torch.randn(d_k, d_h, generator=generator)
-v = torch.randn(d_h, generator=generator, requires_grad=True)
-scores = additive_attention_scores(queries, keys, W_query, W_key, v)
-scores.sum().backward()
-(scores, v.grad)
-"""
-
-
 def _additive(session, **sizes):
-    return session.run(ADDITIVE, **sizes)
+    return session.probe("ch02.additive", **sizes)
 
 
 @hidden_test("ex-02-additive-scores", "one query, one key, a hidden width of 1")

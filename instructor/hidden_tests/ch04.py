@@ -92,23 +92,9 @@ def context_float64(ns):
 # ---------------------------------------------------------------- ex-04-copy-weights
 
 
-COPY = """
-from attention_book.attention import SelfAttention, SelfAttentionParams
-torch.manual_seed(seed)
-source = SelfAttentionParams(d_in, d_kq, d_v).to(dtype)
-target = SelfAttention(d_in, d_kq, d_v).to(dtype)
-before = {n: getattr(source, n).detach().clone() for n in ("W_query", "W_key", "W_value")}
-copy_into_linear(source, target)
-with torch.no_grad():
-    out, want = target(inputs.to(dtype)), source(inputs.to(dtype))
-(before, {n: getattr(source, n).detach() for n in before},
- {n: getattr(target, n).weight.detach() for n in before}, out, want)
-"""
-
-
 @hidden_test("ex-04-copy-weights", "copies from params_version into linear_version, not back")
 def copy_direction(student, reference):
-    before, after, copied, _, _ = student.run(COPY, seed=11, d_in=4, d_kq=3, d_v=2, dtype=torch.float32,
+    before, after, copied, _, _ = student.probe("ch04.copy-weights", seed=11, d_in=4, d_kq=3, d_v=2, dtype=torch.float32,
                                               inputs=_randn(2, 3, 4, seed=14))
     for name, matrix in before.items():
         if not torch.equal(after[name], matrix):
@@ -121,7 +107,7 @@ def copy_direction(student, reference):
 @hidden_test("ex-04-copy-weights", "float64 modules: an exact copy that keeps the dtype")
 def copy_float64(student, reference):
     inputs = _randn(2, 3, 5, seed=13, dtype=torch.float64)
-    before, _, copied, out, _ = student.run(COPY, seed=12, d_in=5, d_kq=2, d_v=1, dtype=torch.float64,
+    before, _, copied, out, _ = student.probe("ch04.copy-weights", seed=12, d_in=5, d_kq=2, d_v=1, dtype=torch.float64,
                                             inputs=inputs)
     for name in ("W_query", "W_key", "W_value"):
         weight = copied[name]
@@ -132,52 +118,13 @@ def copy_float64(student, reference):
         if not torch.equal(weight, before[name].T):
             raise Hint(f"{name}.weight is not an exact copy of {name}.T in float64 (d_in=5, d_k=2, d_v=1): "
                        "copy the tensor itself, not a rounded or converted version")
-    _, _, _, want, _ = reference.run(COPY, seed=12, d_in=5, d_kq=2, d_v=1, dtype=torch.float64, inputs=inputs)
+    _, _, _, want, _ = reference.probe("ch04.copy-weights", seed=12, d_in=5, d_kq=2, d_v=1, dtype=torch.float64, inputs=inputs)
     if not torch.allclose(out, want, atol=1e-12):
         raise Hint("after the copy the two float64 modules return different context vectors")
 
 
 
 # ---------------------------------------------------------------- ex-04-permutation
-
-PERMUTATION = """
-torch.manual_seed(seed)
-T, d = x.shape
-
-
-class Attention(torch.nn.Module):  # self-attention without positions: equivariant
-    def __init__(self):
-        super().__init__()
-        self.W = torch.nn.Linear(d, 3, bias=False)
-
-    def forward(self, inputs):
-        values = self.W(inputs)
-        return torch.softmax(values @ values.T / 3 ** 0.5, dim=-1) @ values
-
-
-class Positions(Attention):  # the same plus position vectors: not equivariant
-    def __init__(self):
-        super().__init__()
-        self.positions = torch.nn.Parameter(torch.randn(T, d))
-
-    def forward(self, inputs):
-        return super().forward(inputs + self.positions)
-
-
-class RunningMean(torch.nn.Module):  # mixes tokens in order: not equivariant
-    def forward(self, inputs):
-        return inputs.cumsum(dim=0) / torch.arange(1, inputs.shape[0] + 1)[:, None]
-
-
-before = x.clone()
-answers = []
-for module in (torch.nn.Linear(d, 2), Attention(), Positions(), RunningMean(), torch.nn.Identity()):
-    value = is_permutation_equivariant(module, x, permutation)
-    if hasattr(value, "item") and getattr(value, "numel", lambda: 0)() == 1:
-        value = bool(value.item())
-    answers.append(value if isinstance(value, bool) else repr(value)[:40])
-(answers, bool(torch.equal(x, before)))
-"""
 
 PERMUTATION_NAMES = ("a Linear layer", "self-attention without positions", "self-attention with position vectors",
                      "a running mean over the tokens", "the identity")
@@ -187,8 +134,8 @@ def _permutation(student, reference, seed, T, d):
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(T, d, generator=generator)
     permutation = torch.randperm(T, generator=generator)
-    got, unchanged = student.run(PERMUTATION, seed=seed, x=x, permutation=permutation)
-    want, _ = reference.run(PERMUTATION, seed=seed, x=x, permutation=permutation)
+    got, unchanged = student.probe("ch04.permutation", seed=seed, x=x, permutation=permutation)
+    want, _ = reference.probe("ch04.permutation", seed=seed, x=x, permutation=permutation)
     for name, value, expected in zip(PERMUTATION_NAMES, got, want):
         if not isinstance(value, bool):
             raise Hint(f"is_permutation_equivariant should return True or False, got {value}")

@@ -74,39 +74,9 @@ def split_gradients(ns):
 # ---------------------------------------------------------------- ex-05-torch-twin
 
 
-TWIN = """
-from torch import nn
-from attention_book.masks import causal_mask
-from attention_book.multihead import MultiHeadAttention
-torch.manual_seed(seed)
-mha = MultiHeadAttention(d, d, 8, 0.0, num_heads=num_heads, qkv_bias=qkv_bias, causal=causal)
-with torch.no_grad():  # clearly non-zero biases, so a forgotten copy shows
-    for parameter in mha.parameters():
-        if parameter.dim() == 1:
-            parameter.normal_()
-mha.eval()
-before = {name: p.detach().clone() for name, p in mha.named_parameters()}
-theirs = to_torch_attention(mha)
-kind = type(theirs).__name__ if not isinstance(theirs, nn.MultiheadAttention) else "MultiheadAttention"
-if kind != "MultiheadAttention":
-    result = (kind,)
-else:
-    theirs.eval()
-    with torch.no_grad():
-        got = theirs(x, x, x, attn_mask=causal_mask(x.shape[1]) if causal else None, need_weights=False)[0]
-    unchanged = all(torch.equal(p.detach(), before[n]) for n, p in mha.named_parameters())
-    with torch.no_grad():
-        for parameter in theirs.parameters():
-            parameter.add_(1.0)
-    shared = [n for n, p in mha.named_parameters() if not torch.equal(p.detach(), before[n])]
-    result = (kind, theirs.embed_dim, theirs.num_heads, got, unchanged, shared)
-result
-"""
-
-
 def _twin(session, d, num_heads, qkv_bias, causal, seed, T):
     x = torch.randn(3, T, d, generator=torch.Generator().manual_seed(T))
-    result = session.run(TWIN, d=d, num_heads=num_heads, qkv_bias=qkv_bias, causal=causal, seed=seed, x=x)
+    result = session.probe("ch05.torch-twin", d=d, num_heads=num_heads, qkv_bias=qkv_bias, causal=causal, seed=seed, x=x)
     if result[0] != "MultiheadAttention":
         raise Hint(f"return a torch.nn.MultiheadAttention, got {result[0]}")
     return result
@@ -141,24 +111,11 @@ def twin_independent(student, reference):
 
 # ---------------------------------------------------------------- ex-05-head-contributions
 
-CONTRIBUTIONS = """
-from attention_book.multihead import MultiHeadAttention
-torch.manual_seed(seed)
-mha = MultiHeadAttention(x.shape[-1], d_out, 16, 0.0, num_heads=num_heads, causal=causal, qkv_bias=True).eval()
-before = {name: p.detach().clone() for name, p in mha.named_parameters()}
-parts = head_contributions(mha, x)
-with torch.no_grad():
-    whole = mha(x)
-(parts, whole - mha.out_proj.bias.detach(),
- all(torch.equal(p.detach(), before[n]) for n, p in mha.named_parameters()))
-"""
-
-
 def _contributions(student, reference, seed, B, T, d_in, d_out, num_heads, causal):
     x = randn(B, T, d_in, seed=seed)
     case = dict(seed=seed, x=x, d_out=d_out, num_heads=num_heads, causal=causal)
-    parts, whole, unchanged = student.run(CONTRIBUTIONS, **case)
-    want, _, _ = reference.run(CONTRIBUTIONS, **case)
+    parts, whole, unchanged = student.probe("ch05.head-contributions", **case)
+    want, _, _ = reference.probe("ch05.head-contributions", **case)
     what = f"head_contributions for B={B}, T={T}, d_out={d_out}, {num_heads} heads, causal={causal}"
     same(parts, want, what, hint="slice h is head h's output (its weights @ its own values) times its block "
          "of rows of out_proj.weight.T; keep the causal mask (take the weights from mha(x, return_weights=True))",

@@ -69,21 +69,10 @@ def causal_large_float64(ns):
         raise Hint("for large float64 scores the weights differ from a softmax over the visible scores")
 
 
-META = """
-try:
-    result = function(torch.empty(*shape, dtype=dtype, device="meta"))
-    answer = ("ok", str(result.device) if isinstance(result, torch.Tensor) else type(result).__name__,
-              tuple(result.shape) if isinstance(result, torch.Tensor) else None)
-except (RuntimeError, NotImplementedError) as err:
-    answer = ("error", type(err).__name__, str(err)[:300])
-answer
-"""
-
-
 def _meta(student, name, shape, dtype):
     if not student.has(name):
         raise Hint(f"`{name}` is not defined: run the cell that defines it (and keep its name)")
-    return student.run(f"function = {name}\n" + META, shape=shape, dtype=dtype)
+    return student.probe("ch07.meta-device", name=name, shape=shape, dtype=dtype)
 
 
 def _device_verdict(outcome, shape, what, name):
@@ -144,32 +133,14 @@ def decoder_device(student, reference):
 # Properties of the student's block, checked here on the values it returns: causal over the
 # decoder's tokens, blind to padded encoder positions, and using the encoder at all.
 
-DECODER = """
-torch.manual_seed(seed)
-block = DecoderBlock(d_model, d_context, num_heads, 16).eval()
-with torch.no_grad():
-    out = block(x, encoder_output, padding)
-    future = x.clone()
-    future[:, -1] += 3.0
-    out_future = block(future, encoder_output, padding)
-    padded = encoder_output.clone()
-    padded[padding] += 5.0
-    out_padded = block(x, padded, padding)
-    visible = encoder_output.clone()
-    visible[~padding] += 5.0
-    out_visible = block(x, visible, padding)
-(out, out_future, out_padded, out_visible)
-"""
-
-
 def _decoder(student, seed=31, B=2, T=5, T_enc=4, d_model=8, d_context=6, num_heads=2):
     x = randn(B, T, d_model, seed=seed)
     encoder_output = randn(B, T_enc, d_context, seed=seed + 1)
     padding = torch.zeros(B, T_enc, dtype=torch.bool)
     padding[0, -1] = True  # the first sequence's last encoder position is padding
     padding[-1, -2:] = True
-    out, out_future, out_padded, out_visible = student.run(
-        DECODER, seed=seed, x=x, encoder_output=encoder_output, padding=padding, d_model=d_model,
+    out, out_future, out_padded, out_visible = student.probe(
+        "ch07.decoder-block", seed=seed, x=x, encoder_output=encoder_output, padding=padding, d_model=d_model,
         d_context=d_context, num_heads=num_heads)
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (B, T, d_model):
         found = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__

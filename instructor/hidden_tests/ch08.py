@@ -11,26 +11,6 @@ import torch
 from attention_book.instructor.hidden import Hint, answer, hidden_test
 
 
-STEPS = """
-from attention_book.hello_world import HelloWorldModel
-torch.manual_seed(seed)
-model = HelloWorldModel(n_embd=6, context_length=token_ids.shape[1], vocab_size=vocab_size)
-optimizer = (torch.optim.AdamW(model.parameters(), lr=0.05) if optimizer_name == "AdamW"
-             else torch.optim.SGD(model.parameters(), lr=0.3))
-inputs, targets = token_ids[:, :-1], token_ids[:, 1:]  # slices of one tensor: not contiguous
-if contiguous:
-    inputs, targets = inputs.contiguous(), targets.contiguous()
-returned = []
-for step in range(steps):
-    value = training_step(model, optimizer, inputs, targets)
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        value = float(value.detach())
-    returned.append(value if isinstance(value, (int, float)) and not isinstance(value, bool)
-                    else type(value).__name__)
-(returned, {name: p.detach() for name, p in model.named_parameters()})
-"""
-
-
 def _check_steps(student, reference, seed, batch_size, num_tokens, vocab_size, optimizer_name, steps,
                  contiguous, what):
     generator = torch.Generator().manual_seed(seed)
@@ -38,14 +18,14 @@ def _check_steps(student, reference, seed, batch_size, num_tokens, vocab_size, o
     case = dict(seed=seed, token_ids=token_ids, vocab_size=vocab_size, optimizer_name=optimizer_name,
                 steps=steps, contiguous=contiguous)
     try:
-        returned, parameters = student.run(STEPS, **case)
+        returned, parameters = student.probe("ch08.training-steps", **case)
     except RuntimeError as err:
         if "view size is not compatible" in str(err):
             raise Hint("the targets here are a slice token_ids[:, 1:], which is not contiguous in memory, "
                        "so targets.view(-1) fails: use targets.reshape(-1) (as in the chapter's batches)"
                        ) from None
         raise
-    expected, want = reference.run(STEPS, **case)
+    expected, want = reference.probe("ch08.training-steps", **case)
     for step, (value, loss) in enumerate(zip(returned, expected)):
         if isinstance(value, str):
             raise Hint(f"training_step should return the loss as a number, got {value}")
@@ -113,16 +93,6 @@ def accuracy_fraction(ns):
 
 # ---------------------------------------------------------------- ex-08-override
 
-OVERRIDE = """
-from attention_book.hello_world import HelloWorldModel
-torch.manual_seed(seed)
-fresh = HelloWorldModel(n_embd=n_embd, context_length=inputs.shape[1], vocab_size=vocab_size).eval()
-before = {name: p.detach().clone() for name, p in fresh.named_parameters()}
-predicted = predict_with_last_row(fresh, inputs, last_row)
-(predicted, all(torch.equal(p.detach(), before[n]) for n, p in fresh.named_parameters()))
-"""
-
-
 def _override(student, reference, seed, batch_size, num_tokens, vocab_size, n_embd, peaked):
     generator = torch.Generator().manual_seed(seed)
     inputs = torch.randint(0, vocab_size, (batch_size, num_tokens), generator=generator)
@@ -132,8 +102,8 @@ def _override(student, reference, seed, batch_size, num_tokens, vocab_size, n_em
         last_row = torch.zeros(num_tokens)
         last_row[peaked] = 1.0
     case = dict(seed=seed, inputs=inputs, last_row=last_row, vocab_size=vocab_size, n_embd=n_embd)
-    got, unchanged = student.run(OVERRIDE, **case)
-    want, _ = reference.run(OVERRIDE, **case)
+    got, unchanged = student.probe("ch08.override", **case)
+    want, _ = reference.probe("ch08.override", **case)
     if not isinstance(got, torch.Tensor) or tuple(got.shape) != (batch_size,):
         found = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
         raise Hint(f"for inputs of shape ({batch_size}, {num_tokens}) return ({batch_size},) token ids, got {found}")

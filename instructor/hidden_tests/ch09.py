@@ -16,29 +16,8 @@ from attention_book.instructor.hidden import AnswerError, Hint, NotImplementedYe
 
 # Runs in the notebook's kernel: seeded parts of width C (the book's MultiHeadAttention, GPT-2's
 # MLP with the tanh GELU), then the answer; returns its output and the caller's x afterwards.
-BLOCK = """
-import torch as _torch
-from attention_book.multihead import MultiHeadAttention as _MHA
-
-_torch.manual_seed(seed)
-_parts = [_torch.nn.LayerNorm(C), _MHA(C, C, 16, 0.0, heads, qkv_bias=True),
-          _torch.nn.LayerNorm(C),
-          _torch.nn.Sequential(_torch.nn.Linear(C, 4 * C), _torch.nn.GELU(approximate="tanh"),
-                               _torch.nn.Linear(4 * C, C))]
-with _torch.no_grad():
-    for _part in _parts:
-        for _p in _part.parameters():
-            _p.copy_(0.5 * _torch.randn(_p.shape) + (1.0 if _p.ndim == 1 and _p.shape[0] == C else 0.0))
-_parts = [part.to(x.dtype).eval() for part in _parts]
-_x = x.clone()
-with _torch.no_grad():
-    _out = prenorm_block(_x, *_parts)
-(_out, _x)
-"""
-
-
 def _block(session, x, C, heads, seed):
-    return session.run(BLOCK, x=x, C=C, heads=heads, seed=seed)
+    return session.probe("ch09.block", x=x, C=C, heads=heads, seed=seed)
 
 
 @hidden_test("ex-09-block", "other widths and lengths: C = 12 with 3 heads, T = 1 and T = 7")
@@ -166,8 +145,8 @@ def top_p_keep_all(student, reference):
 @hidden_test("ex-09-top-p", "the logits passed in stay unchanged", guard=True)
 def top_p_input_untouched(student, reference):
     logits = randn(2, 10, seed=15, scale=2.0)
-    _, after = student.run("out = top_p_filter(x, 0.6); (out, x)", x=logits)
-    if not torch.equal(after, logits):
+    _, after = student.call_after("top_p_filter", logits, 0.6)
+    if not torch.equal(after["args"][0], logits):
         raise Hint("your function changed the logits passed in (masked_fill_ or an assignment): return a "
                    "new tensor")
 
@@ -229,8 +208,8 @@ def head_float64(student, reference):
 @hidden_test("ex-09-prev-token-head", "the weights passed in stay unchanged", guard=True)
 def head_input_untouched(student, reference):
     weights = _head_weights(2, 3, 5, (1, 2), seed=25)
-    _, after = student.run("out = previous_token_head(w); (out, w)", w=weights)
-    if not torch.equal(after, weights):
+    _, after = student.call_after("previous_token_head", weights)
+    if not torch.equal(after["args"][0], weights):
         raise Hint("your function changed the weights passed in: compute the scores without writing into them")
 
 
@@ -269,18 +248,8 @@ def conv1d_float64(student, reference):
 def conv1d_linear_layers(student, reference):
     weight, bias = randn(16, 48, seed=37), randn(48, seed=38)
     x = randn(2, 3, 16, seed=39)
-    code = """
-_layers = []
-for _w, _b in conv1d_to_linear(weight.clone(), bias.clone()):
-    _layer = torch.nn.Linear(16, 16)
-    _layer.load_state_dict({"weight": _w, "bias": _b})
-    _layers.append(_layer)
-with torch.no_grad():
-    _out = torch.cat([layer(x) for layer in _layers], dim=-1)
-_out
-"""
     try:
-        got = student.run("import torch\n" + code, weight=weight, bias=bias, x=x)
+        got = student.probe("ch09.conv1d-linear", weight=weight, bias=bias, x=x)
     except NotImplementedYet:
         raise
     except AnswerError as err:
@@ -292,6 +261,6 @@ _out
 @hidden_test("ex-09-conv1d", "the checkpoint's weight and bias stay unchanged", guard=True)
 def conv1d_inputs_untouched(student, reference):
     weight, bias = randn(4, 12, seed=41), randn(12, seed=42)
-    _, w_after, b_after = student.run("out = conv1d_to_linear(w, b); (out, w, b)", w=weight, b=bias)
-    if not (torch.equal(w_after, weight) and torch.equal(b_after, bias)):
+    _, after = student.call_after("conv1d_to_linear", weight, bias)
+    if not (torch.equal(after["args"][0], weight) and torch.equal(after["args"][1], bias)):
         raise Hint("your function changed the checkpoint's weight or bias in place (e.g. .t_()): leave them intact")

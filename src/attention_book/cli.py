@@ -100,7 +100,8 @@ def cmd_grade(args) -> int:
     out = args.out or default_out(pick_chapter(course, args.chapter), course.root / "_build" / "grades")
     options = GradeOptions(timeout=args.timeout, check_timeout=args.check_timeout, jobs=args.jobs,
                            force=args.force, chapter=args.chapter, keep_executed=not args.no_executed,
-                           unsafe=args.unsafe, limits=Limits(memory_mb=args.memory_mb),
+                           unsafe=args.unsafe, limits=Limits(memory_mb=args.memory_mb, disk_mb=args.disk_mb),
+                           tests_timeout=args.tests_timeout, keep_all_outputs=args.keep_all_outputs,
                            student=args.student, manual=args.manual,
                            reuse_references=not args.fresh_references)
     if args.unsafe:
@@ -177,12 +178,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     grade.add_argument("submissions", type=Path, help="folder with one notebook per student (name = student)")
     grade.add_argument("--out", type=Path, default=None,
                        help="output folder (default: _build/grades/chNN, one per chapter)")
-    grade.add_argument("--timeout", type=float, default=120.0, help="seconds per notebook (default 120)")
+    grade.add_argument("--timeout", type=float, default=None,
+                       help="seconds per notebook's cells (default: 120, or the chapter's own budget: "
+                            "chapter 9 trains a model and asks for 300)")
     grade.add_argument("--check-timeout", type=float, default=30.0,
                        help="seconds per call of a hidden test (default 30)")
     grade.add_argument("--unsafe", action="store_true",
                        help="run without isolation when bubblewrap is missing or not permitted (trusted notebooks only)")
     grade.add_argument("--memory-mb", type=int, default=6144, help="address-space limit per kernel (default 6144)")
+    grade.add_argument("--disk-mb", type=int, default=512,
+                       help="what a notebook may write (its own size-limited folder; default 512)")
+    grade.add_argument("--tests-timeout", type=float, default=120.0,
+                       help="seconds for all hidden-test calls of one notebook together (default 120)")
+    grade.add_argument("--keep-all-outputs", action="store_true",
+                       help="executed copies keep the outputs of cells run after the hidden tests began "
+                            "(they may show the tests' inputs: only for the instructor's eyes)")
     grade.add_argument("--jobs", type=int, default=1, help="submissions run in parallel (default 1)")
     grade.add_argument("--force", action="store_true", help="regrade students that already have a record")
     grade.add_argument("--chapter", required=True,

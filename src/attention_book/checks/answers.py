@@ -2,8 +2,9 @@
 
 Self-checks use :func:`answer_source` and :func:`calls` (re-exported by
 :mod:`attention_book.checks.core`) for rules such as "without torch.softmax";
-:func:`~attention_book.checks.core.register` uses :func:`package_use` to refuse an answer that is,
-or uses, the package's own finished code ("write your own", 0 points).
+:func:`~attention_book.checks.core.register` uses :func:`own_work` to refuse an answer that is,
+or uses, the package's own finished code or the chapter body's ("write your own", 0 points).
+:class:`StaticAnswer` applies the same rules to a submitted file's source (the autograder).
 
 Everything works on code typed in a notebook cell (IPython keeps cell sources in
 :mod:`linecache`), in a module file, and on answers run by ``tests.wrong_answers.load_answer``.
@@ -23,7 +24,8 @@ import textwrap
 import types
 from typing import Iterable, List, Optional, Set, Tuple
 
-__all__ = ["answer_source", "calls", "package_use", "PACKAGE", "WRITE_YOUR_OWN"]
+__all__ = ["answer_source", "calls", "package_use", "own_work", "chapter_code_use", "digest_of",
+           "definition_digest", "parse_cell", "StaticAnswer", "PACKAGE", "WRITE_YOUR_OWN"]
 
 PACKAGE = "attention_book"
 WRITE_YOUR_OWN = "write your own"
@@ -432,3 +434,271 @@ def _written_by_reader(obj) -> bool:
     """Defined in a notebook, a script or exec'd code, not in an installed library module."""
     module = getattr(obj, "__module__", None) or ""
     return not module or module == "__main__" or module.startswith("<") or module not in sys.modules
+
+
+# --------------------------------------------------------------------------------------------------
+# "Write your own": answers that are, call or wrap the chapter body's finished code
+# --------------------------------------------------------------------------------------------------
+
+
+def definition_digest(node: ast.AST) -> str:
+    """A digest of a ``def``/``class`` that ignores where it stands and how it is laid out."""
+    import hashlib
+
+    return hashlib.sha256(ast.dump(node).encode("utf-8")).hexdigest()[:16]
+
+
+def digest_of(obj) -> Optional[str]:
+    """The :func:`definition_digest` of a live function or class (None without source)."""
+    source = _source_or_none(obj)
+    if source is None:
+        return None
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return definition_digest(node)
+    return None
+
+
+def _chapter_message(name: str, how: str) -> str:
+    return (
+        f"your answer {how} `{name}`, which the chapter defines above; the exercise asks you to "
+        "write the code yourself (torch is fine), so this earns 0 points"
+    )
+
+
+def chapter_code_use(obj, exercise: str, allowed: Iterable = (), _seen: Optional[Set[int]] = None) -> str:
+    """Why ``obj`` counts as the chapter body's finished code for ``exercise``, else ``""``.
+
+    ``obj`` is refused when it *is* a function or class the chapter body defines before the
+    exercise (same definition, any name), or when its code, a default argument, a closure or a
+    helper the reader wrote refers to one by name (:func:`attention_book.checks.rules.chapter_code`).
+    A reader's own function that happens to share a name with the chapter's is not refused."""
+    from .rules import chapter_code
+
+    body = {name: value[4:] for name, value in chapter_code(exercise).items() if value.startswith("def:")}
+    allowed_names = {a for a in allowed if isinstance(a, str)}
+    if not body:
+        return ""
+    digests = {digest: name for name, digest in body.items() if name not in allowed_names}
+    seen = _seen if _seen is not None else set()
+    target = _unwrap(obj)
+    if id(target) in seen or not isinstance(target, (types.FunctionType, type)):
+        return ""
+    seen.add(id(target))
+    own = digest_of(target)
+    if own in digests and _written_by_reader(target):
+        return _chapter_message(digests[own], "is")
+    functions = _own_functions(target) if isinstance(target, type) else [target]
+    for function in functions:
+        namespace = function.__globals__
+        extras = list(function.__defaults__ or ()) + list((function.__kwdefaults__ or {}).values())
+        for cell in function.__closure__ or ():
+            try:
+                extras.append(cell.cell_contents)
+            except ValueError:
+                pass
+        referenced = [namespace.get(name, _MISSING) for opname, name in _global_loads(function.__code__)
+                      if opname in ("LOAD_GLOBAL", "LOAD_NAME")]
+        for value in referenced + extras:
+            if value is _MISSING or not isinstance(value, (types.FunctionType, type, functools.partial)):
+                continue
+            inner = value.func if isinstance(value, functools.partial) else value
+            if not isinstance(inner, (types.FunctionType, type)) or not _written_by_reader(inner):
+                continue
+            if id(inner) in seen:
+                continue
+            digest = digest_of(inner)
+            if digest in digests:
+                return _chapter_message(digests[digest], "uses")
+            found = chapter_code_use(inner, exercise, allowed, seen)  # a helper the reader wrote
+            if found:
+                return found
+    return ""
+
+
+def own_work(obj, exercise: str, allowed: Iterable = ()) -> str:
+    """Why ``obj`` is not the reader's own work for ``exercise`` ("write your own"), else ``""``:
+    it is or uses the package's code (:func:`package_use`) or the chapter body's finished code
+    (:func:`chapter_code_use`), except what the exercise's rule or ``allowed`` permits."""
+    from .rules import rule
+
+    allowed = tuple(allowed) + rule(exercise).allowed
+    dotted = tuple(a for a in allowed if not isinstance(a, str) or "." in a)
+    return package_use(obj, dotted) or chapter_code_use(obj, exercise, allowed)
+
+
+# --------------------------------------------------------------------------------------------------
+# The same rules read from a submitted file's source (the autograder: no live objects)
+# --------------------------------------------------------------------------------------------------
+
+
+def parse_cell(text: str) -> Optional[ast.Module]:
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith(("%", "!"))]
+    try:
+        return ast.parse("\n".join(lines))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+_DYNAMIC = {"exec", "eval", "compile", "__import__", "globals", "vars", "locals", "builtins.exec",
+            "builtins.eval", "builtins.__import__"}
+
+
+class StaticAnswer:
+    """An exercise's answer as text, with the notebook around it (the grader's view).
+
+    ``answer``: the exercise's answer cells; ``student``: every cell the student wrote (answers of
+    all exercises and added cells); ``course``: the release's own cells. Names are resolved
+    through the imports and simple aliases (``sm = torch.softmax``) of all cells; functions and
+    classes the student wrote that the answer refers to are read too, transitively.
+    """
+
+    def __init__(self, answer: Iterable[str], student: Iterable[str], course: Iterable[str]):
+        self.answer = [t for t in (parse_cell(text) for text in answer) if t is not None]
+        student_trees = [t for t in (parse_cell(text) for text in student) if t is not None]
+        course_trees = [t for t in (parse_cell(text) for text in course) if t is not None]
+        self.aliases: dict = {}
+        for tree in course_trees + student_trees + self.answer:
+            self.aliases.update(_imported_names(tree))
+            for node in tree.body:
+                if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                        and isinstance(node.targets[0], ast.Name)
+                        and isinstance(node.value, (ast.Name, ast.Attribute))):
+                    dotted = _dotted(node.value)
+                    if dotted and "?" not in dotted:
+                        self.aliases[node.targets[0].id] = self.resolve(dotted)
+        self.helpers: dict = {}  # names the student defines at the top of a cell -> their nodes
+        self.student_names: Set[str] = set()
+        for tree in student_trees + self.answer:
+            for node in tree.body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    self.helpers[node.name] = node
+                    self.student_names.add(node.name)
+                elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for target in targets:
+                        self.student_names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        self.dynamic: List[str] = []  # exec, eval, globals(), getattr(x, computed name), ...
+        self.sites = self._sites()
+
+    def _is_module(self, node: ast.AST, local: Set[str]) -> bool:
+        """Whether ``node`` names a module (``torch``, ``F``, an imported name): a computed
+        attribute of a module is a way to reach a forbidden function by a name no rule can read."""
+        dotted = _dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        if not dotted or dotted.split(".")[0] in local:
+            return False
+        head = dotted.split(".")[0]
+        if head in self.helpers or (head in self.student_names and head not in self.aliases):
+            return False
+        resolved = self.resolve(dotted)
+        root = resolved.split(".")[0]
+        return head in self.aliases or root in ("torch", "numpy", "math", "builtins", "attention_book",
+                                                "functools", "importlib", "sys", "os", "operator")
+
+    def resolve(self, dotted: str) -> str:
+        head, _, tail = dotted.partition(".")
+        if head in self.aliases and self.aliases[head] != dotted:
+            base = self.aliases[head]
+            return base + ("." + tail if tail else "")
+        return dotted
+
+    def _sites(self) -> List[Tuple[str, str, bool, bool]]:
+        """``(name as written, resolved, is a call, bound by the student)`` of every reference the
+        answer makes, and of the student's helpers it refers to (transitively). Names local to a
+        function (its arguments and assignments) are the function's own, never library calls."""
+        sites: List[Tuple[str, str, bool, bool]] = []
+        queue: List[Tuple[ast.AST, Set[str]]] = [(tree, set()) for tree in self.answer]
+        done: Set[str] = set()
+        budget = [200_000]  # nodes read at most: a huge answer cannot keep the grader busy
+
+        def visit(node: ast.AST, local: Set[str]) -> None:
+            budget[0] -= 1
+            if budget[0] <= 0:
+                return
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                for default in getattr(getattr(node, "args", None), "defaults", []) or []:
+                    visit(default, local)
+                for decorator in getattr(node, "decorator_list", []):
+                    visit(decorator, local)
+                inner = local | _bound_names(node)
+                body = node.body if isinstance(node.body, list) else [node.body]
+                for child in body:
+                    visit(child, inner)
+                return
+            if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+                local = local | _bound_names(node)
+            is_call = isinstance(node, ast.Call)
+            expr = node.func if is_call else node
+            if is_call:
+                name = _dotted(expr) or ""
+                if name in _DYNAMIC or name.endswith(".import_module") or (
+                        name in ("getattr", "setattr", "delattr") and len(node.args) > 1
+                        and not isinstance(node.args[1], ast.Constant) and self._is_module(node.args[0], local)):
+                    self.dynamic.append(name)
+            if isinstance(expr, (ast.Name, ast.Attribute)) and (
+                    is_call or isinstance(getattr(expr, "ctx", None), ast.Load)):
+                dotted = _dotted(expr)
+                if dotted is not None:
+                    head = dotted.split(".")[0]
+                    if head in local:
+                        sites.append((dotted, dotted, is_call, True))
+                    else:
+                        sites.append((dotted, self.resolve(dotted), is_call, head in self.student_names))
+                        if head in self.helpers and head not in done:
+                            done.add(head)
+                            queue.append((self.helpers[head], set()))
+            for child in ast.iter_child_nodes(node):
+                if is_call and child is expr and isinstance(expr, ast.Attribute):
+                    visit(expr.value, local) if not isinstance(expr.value, ast.Name) else None
+                    continue
+                if child is expr and isinstance(expr, ast.Attribute) and not is_call:
+                    continue  # the chain itself was recorded above
+                visit(child, local)
+
+        while queue and budget[0] > 0:
+            tree, local = queue.pop()
+            if isinstance(tree, ast.Module):
+                for child in tree.body:
+                    visit(child, local)
+            else:
+                visit(tree, local)
+        return sites
+
+    def forbidden(self, names: Iterable[str]) -> List[str]:
+        """Which of ``names`` the answer calls or refers to (the rules of :func:`calls`)."""
+        names = list(names)
+        hits: Set[str] = set()
+        for written, resolved, is_call, bound in self.sites:
+            for name in names:
+                full = self.resolve(name) if "." in name else name
+                if resolved == full or written == name:
+                    if not (bound and "." not in written and written in self.helpers):
+                        hits.add(name)
+                elif is_call and (_matches(resolved, name) or _matches(written, name)):
+                    if not ("." not in written and written in self.helpers):
+                        hits.add(name)
+        return [name for name in names if name in hits]
+
+    def indexes_argument(self, function: str, position: int) -> bool:
+        """Whether the student's ``function`` indexes its ``position``-th argument (``weight[ids]``)."""
+        node = self.helpers.get(function)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or len(node.args.args) <= position:
+            return False
+        name = node.args.args[position].arg
+        return any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == name
+                   for n in ast.walk(node))
+
+    def chapter_names(self, body: Iterable[str], allowed: Iterable[str] = ()) -> List[str]:
+        """Names of the chapter's finished code (``body``) the answer refers to, unless the
+        student defines that name in their own cells or it is ``allowed``."""
+        body = set(body) - set(allowed)
+        found = []
+        for written, _, _, bound in self.sites:
+            head = written.split(".")[0]
+            if head in body and not bound and head not in found:
+                found.append(head)
+        return found

@@ -8,6 +8,7 @@ import torch
 
 from ..data import journey_inputs
 from .core import Guard, Hint, calls, close, register
+from .rules import READY_MADE, SOFTMAX_NAMES, rule  # noqa: F401 - the rule's one table (grader too)
 
 __all__ = ["stable_softmax", "scaled_weights", "temperature_softmax", "attend", "soft_cap"]
 
@@ -34,16 +35,6 @@ WHOLE_TENSOR_MAX = (
     "you subtracted the maximum of the whole tensor; subtract each row's own maximum, "
     "scores.amax(dim=dim, keepdim=True): a row far below the overall maximum underflows to 0 / 0"
 )
-READY_MADE = (
-    "build it from torch.exp, .amax and .sum: a ready-made softmax ({names}) is not allowed "
-    "in this exercise"
-)
-#: every way to call a finished softmax (checked on the answer's code)
-SOFTMAX_NAMES = [
-    "torch.softmax", "torch.nn.functional.softmax", "F.softmax", "torch.special.softmax",
-    "softmax", "log_softmax", "torch.log_softmax", "softmin", "Softmax", "LogSoftmax",
-    "logsumexp", "torch.logsumexp",
-]
 CHANGED_INPUT = (
     "your function changed `scores` in place (e.g. `scores -= ...`): the caller's tensor is "
     "overwritten. Compute a new tensor instead: shifted = scores - scores.amax(...)"
@@ -144,9 +135,10 @@ def stable_softmax(softmax_fn):
         _softmax_diagnosis(out, scores, dim=0)
 
     def from_scratch():
-        used = calls(softmax_fn, SOFTMAX_NAMES)
+        own = rule("ex-03-stable-softmax")  # the same rule the grader reads from the source
+        used = calls(softmax_fn, own.forbidden)
         if used:
-            raise Hint(READY_MADE.format(names=", ".join(used)))
+            raise Hint(own.message.format(names=", ".join(used)))
 
     def input_unchanged():
         original = _random(3, 5, seed=1) + 2.0  # row maxima far from 0

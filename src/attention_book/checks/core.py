@@ -34,9 +34,11 @@ Three rules make a verdict honest:
   one ordinary (value) test passes; otherwise it counts as failed, so returning zeros or the input
   unchanged scores 0.
 * **Write your own.** :func:`register` refuses an answer that *is* or *uses* the package's own
-  finished code (defined in ``attention_book``, or whose code imports or calls it): the verdict
-  says "write your own" and scores 0. ``register(..., allowed=[...])`` lists package objects an
-  exercise may use (e.g. building a decoder block from the package's attention modules).
+  finished code (defined in ``attention_book``, or whose code imports or calls it) or the code
+  the chapter body defines before the exercise (its worked functions and classes): the verdict
+  says "write your own" and scores 0. What an exercise may use is listed in one place read by the
+  self-check and the grader, :mod:`attention_book.checks.rules` (``register(..., allowed=[...])``
+  adds to it).
 * **Rules in the task text are checked.** :func:`answer_source` reads the source of a function or
   class (in a notebook, a script or :func:`tests.wrong_answers.load_answer`), and :func:`calls`
   tells which dotted names it calls, e.g. ``calls(fn, ["torch.softmax", "F.softmax",
@@ -57,7 +59,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, NamedTuple, Sequence, Tuple, Union
 
-from .answers import WRITE_YOUR_OWN, answer_source, calls, package_use
+from .answers import WRITE_YOUR_OWN, answer_source, calls, own_work, package_use
 from .numbering import exercise_name
 
 __all__ = [
@@ -355,14 +357,15 @@ def register(exercise: str, title: str, allowed: Iterable[Union[str, object]] = 
         @functools.wraps(make_tests)
         def check(*args, **kwargs) -> Verdict:
             for answer in list(args) + list(kwargs.values()):
-                try:
-                    used = package_use(answer, allowed)
+                try:  # the package's code, or the chapter's worked code (checks/rules.py)
+                    used = own_work(answer, exercise, allowed)
                 except Exception:  # an odd object we cannot inspect: let the tests judge it
                     used = ""
                 if used:
                     verdict = Verdict(exercise, title, write_your_own=used)
                     verdict.failed.append(
-                        ("written by you, not taken from attention_book", f"{WRITE_YOUR_OWN}: {used}")
+                        ("written by you, not taken from attention_book or the chapter",
+                         f"{WRITE_YOUR_OWN}: {used}")
                     )
                     HISTORY[exercise] = verdict
                     return verdict

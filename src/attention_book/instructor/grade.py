@@ -27,10 +27,12 @@ and ``written/<label>.md`` (:mod:`.feedback`), and the reference values are kept
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -44,21 +46,38 @@ from .feedback import exercise_reports, feedback_markdown, written_answers, writ
 from .gradebook import MANUAL_FILE, ManualPoints, canvas_csv, gradebook_csv, manual_template, read_manual_points
 from .hidden import HiddenTest, load_hidden_tests
 from .markup import Chapter, Exercise, cell_text
-from .planning import Plan, plan_submission
+from .planning import Plan, PlanRefused, plan_submission
 from .reference_cache import cache_key, load_reference_cache, save_reference_cache
 from .references import ReferenceCache, compute_references, run_tests
 from .report import CSV_COLUMNS, atomic_write, plain_title, read_grades, write_if_changed, write_outputs
-from .runner import RunOptions, run_notebook
+from .runner import HIDDEN_OUTPUTS_NOTE, RunOptions, run_notebook
 from .sandbox import IsolationError, Limits, check_isolation
 from .scoring import score_exercise
-from .submissions import Submission, list_submissions, pick_chapter, read_notebook, recognise_chapter, record_name
+from .submissions import (Submission, display_name, list_submissions, pick_chapter, read_notebook, recognise_chapter,
+                          record_name, redact_paths)
 
 __all__ = ["GradeOptions", "GradeReport", "grade_folder", "score_exercise", "read_grades", "CSV_COLUMNS",
            "hidden_tests_of", "run_tests", "ReferenceCache", "default_out", "MARKER"]
 
-RECORD_VERSION = 3  # 3: records keep the self-check's output and the written answers
+RECORD_VERSION = 4  # 4: the self-check's output, the written answers, the isolated worker's fields
 #: the file that names the chapter an output folder holds (grading another chapter there is refused)
 MARKER = ".attention-book-grades.json"
+
+
+#: seconds for a notebook's cells unless the chapter sets its own (see :func:`time_budget`)
+DEFAULT_TIMEOUT = 120.0
+
+
+def time_budget(course: Course, chapter: Chapter) -> float:
+    """Seconds a notebook of ``chapter`` may run its cells: the chapter notebook's
+    ``metadata.attention_book.grading_seconds`` (chapter 9 trains a model for about a minute on a
+    quiet CPU, so it asks for more), else :data:`DEFAULT_TIMEOUT`."""
+    import nbformat
+
+    meta = nbformat.read(str(course.root / chapter.path), as_version=4).metadata.get("attention_book", {})
+    seconds = meta.get("grading_seconds")
+    ok = isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and 0 < seconds < 3600
+    return float(seconds) if ok else DEFAULT_TIMEOUT
 
 
 def default_out(chapter: Chapter, base: Path = Path("_build/grades")) -> Path:
@@ -70,8 +89,9 @@ def default_out(chapter: Chapter, base: Path = Path("_build/grades")) -> Path:
 @dataclass
 class GradeOptions:
     chapter: Optional[str] = None  # required: "03", a notebook stem or path
-    timeout: float = 120.0  # seconds for the whole notebook
+    timeout: Optional[float] = None  # seconds for the notebook's cells (None: the chapter's budget)
     check_timeout: float = 30.0  # seconds for one call of a hidden test
+    tests_timeout: float = 120.0  # seconds for all hidden-test calls of one notebook together
     jobs: int = 1
     force: bool = False
     keep_executed: bool = True
@@ -83,6 +103,9 @@ class GradeOptions:
     student: Optional[str] = None  # regrade this student only (file name, with or without .ipynb)
     manual: Optional[Path] = None  # manual points of the written exercises (default: OUT/manual-points.csv)
     reuse_references: bool = True  # keep the reference values in OUT/.cache between runs
+    keep_all_outputs: bool = False  # executed copies keep outputs of cells run after the hidden tests began
+    worker_memory_mb: int = 3072  # address space of the process reading one submission's replies
+    isolate_workers: bool = True  # read each submission in a worker process (killed at its deadline)
 
 
 @dataclass
@@ -143,12 +166,19 @@ def grade_submission(sub: Submission, course: Course, chapter: Chapter, release_
                            f"{chapter.stem}: 0 points")
         record["flags"].append(f"handed in {found.stem} for {chapter.stem}")
         return record
-    plan: Plan = plan_submission(sub.nb, release_nb, chapter, labels)
+    try:
+        plan: Plan = plan_submission(sub.nb, release_nb, chapter, labels)
+    except PlanRefused as err:
+        record["error"] = f"the notebook is too large to grade ({err}): 0 points"
+        record["flags"].append(f"too large to grade: {err}")
+        return record
     record["flags"] = list(plan.flags)
     record["answer_flags"] = plan.answer_flags
     record["notes"] = plan.notes
     for label in plan.package_import:
         record["zero"][label] = "imports the course package (attention_book): write your own"
+    for label, reason in plan.zero.items():
+        record["zero"].setdefault(label, reason)
 
     def on_point(point_labels, session) -> None:
         for label in point_labels:
@@ -160,18 +190,25 @@ def grade_submission(sub: Submission, course: Course, chapter: Chapter, release_
     record["stop"] = result.stop
     record["cell_errors"] = result.cell_errors
     record["seconds"] = result.seconds
-    if result.truncated:
-        record["flags"].append(f"printed more than {options.max_messages} outputs in a cell (interrupted)")
+    record["calls"] = result.calls
+    record["sandbox_peak_mb"] = result.memory_peak_mb
+    for flag in result.flags:  # flooded outputs, replies refused, memory limit reached
+        if flag not in record["flags"]:
+            record["flags"].append(flag)
+    if result.escaped:
+        record["flags"].append(f"{len(result.escaped)} process(es) outlived the sandbox and were killed")
     for label in labels:
         if label not in record["results"]:
             record["reasons"][label] = f"not evaluated: {result.stop}" if result.stop else "not evaluated"
     record["self_check"] = self_check_outputs(plan.cells)
+    _redact(record, {"course": course.root, "home": Path.home(), "tmp": tempfile.gettempdir(),
+                     "grades": executed.parent if executed is not None else None})
     if executed is not None:
         import nbformat
 
         nb = nbformat.v4.new_notebook()
         nb.cells = plan.cells
-        atomic_write(executed / quote(sub.name, safe="-_."), nbformat.writes(nb))
+        atomic_write(executed / quote(os.fsencode(sub.name), safe="-_."), nbformat.writes(nbformat.from_dict(nb)))
     return record
 
 
@@ -185,6 +222,8 @@ def self_check_outputs(cells: List[dict], limit: int = 4000) -> Dict[str, str]:
             continue
         texts = []
         for output in cell.get("outputs", []):
+            if output.get("text") == HIDDEN_OUTPUTS_NOTE:  # ran after the hidden tests began: not kept
+                continue
             if output.get("output_type") == "stream":
                 texts.append(cell_text({"source": output.get("text", "")}))
             elif output.get("output_type") in ("execute_result", "display_data"):
@@ -194,6 +233,39 @@ def self_check_outputs(cells: List[dict], limit: int = 4000) -> Dict[str, str]:
         text = "\n".join(t.rstrip("\n") for t in texts if t.strip())
         found[info["exercise"]] = (found.get(info["exercise"], "") + "\n" + text).strip("\n")[:limit]
     return found
+
+
+def _redact(value, paths):
+    """Every string of a record with the grader's folders replaced by placeholders (in place)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            value[key] = redact_paths(item, paths) if isinstance(item, str) else (_redact(item, paths) or item)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            value[index] = redact_paths(item, paths) if isinstance(item, str) else (_redact(item, paths) or item)
+    return None
+
+
+def _worker_record(record: dict, sub: Submission, chapter: Chapter, options: RunOptions) -> dict:
+    """A worker's record; a worker that died, ran out of memory or passed its deadline: 0, flagged."""
+    problem = record.get("worker_error")
+    if not problem:
+        return record
+    from .worker import hard_deadline
+
+    why = {
+        "deadline": (f"the notebook was stopped at the grader's hard time limit ({hard_deadline(options):g} s): "
+                     "0 points", "ran past the grader's hard time limit (stopped from outside)"),
+        "memory": ("the grader's memory limit for reading this notebook was reached: 0 points",
+                   "its replies took the grader past its memory limit"),
+    }.get(problem, (f"the autograder failed on this notebook ({problem}: {record.get('detail', '')}): 0 points",
+                    f"the grader's worker {problem}"))
+    out = {"version": RECORD_VERSION, "file": sub.name, "sha256": sub.digest, "chapter": chapter.path,
+           "error": why[0], "flags": [why[1]], "answer_flags": {}, "zero": {}, "results": {}, "reasons": {},
+           "notes": {}, "stop": None, "seconds": record.get("seconds", 0)}
+    if problem == "crash":
+        out["retry"] = True
+    return out
 
 
 def rows_for(record: dict, course: Course, exercises: List[Exercise], tests) -> Tuple[List[List[str]], dict]:
@@ -299,11 +371,14 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
                          "a notebook of another chapter then scores 0 instead of being graded as its own")
     chapter = pick_chapter(course, options.chapter)
     _check_out_folder(out, chapter)
-    run_options = RunOptions(timeout=options.timeout, call_timeout=options.check_timeout,
+    run_options = RunOptions(timeout=options.timeout or time_budget(course, chapter),
+                             call_timeout=options.check_timeout,
+                             tests_timeout=options.tests_timeout,
                              max_output_chars=options.max_output_chars, max_messages=options.max_messages,
                              unsafe=options.unsafe, limits=options.limits,
                              hidden_paths=[folder, out, course.hidden_dir.resolve(),
-                                           course.points_file.resolve().parent])
+                                           course.points_file.resolve().parent],
+                             keep_all_outputs=options.keep_all_outputs, worker_memory_mb=options.worker_memory_mb)
     tests = hidden_tests_of(course, chapter)
     exercises = [ex for ex in chapter.exercises if ex.kind == "code" and course.points_for(ex.label) > 0]
     labels = [ex.label for ex in exercises if tests.get(ex.label)]
@@ -321,6 +396,7 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
     records_dir = _mkdir(out / "records")
     executed = _mkdir(out / "executed") if options.keep_executed else None
     title = plain_title(chapter.title or chapter.stem)
+    hidden_path = course.hidden_dir / f"ch{chapter.number:02d}.py" if chapter.number is not None else None
     isolation_checked = []
 
     def ensure_isolation() -> None:
@@ -364,12 +440,25 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
             report.not_graded.append(sub.name)  # --student: the others keep their records, if any
 
     cache: Optional[ReferenceCache] = None
+    cache_bytes = b""
     if to_grade:
+        # the course's own notebook is trusted: all its tests together may take longer
+        reference_options = dataclasses.replace(run_options, tests_timeout=max(600.0, options.tests_timeout),
+                                                keep_all_outputs=True, slot="reference")
         cache, report.reference_seconds, report.references_cached = reference_values(
-            course, chapter, tests, labels, run_options, out, options.reuse_references, ensure_isolation)
+            course, chapter, tests, labels, reference_options, out, options.reuse_references, ensure_isolation)
+        cache_bytes = cache.to_bytes()
     source_nb = nbformat.read(str(course.root / chapter.path), as_version=4)
     release_nb = release_notebook(source_nb, chapter, course.context())
     lock = threading.Lock()
+    slots = threading.local()
+    counter = iter(range(1, 1 << 30))
+
+    def jobs_slot() -> int:  # a name for each worker thread's sandboxes
+        if not hasattr(slots, "number"):
+            with lock:
+                slots.number = next(counter)
+        return slots.number
 
     def write_all() -> None:
         rows, students = [], []
@@ -384,15 +473,26 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
 
     def grade_one(sub: Submission) -> None:
         ensure_isolation()
+        began = time.monotonic()
         try:
-            record = grade_submission(sub, course, chapter, release_nb, labels, tests, cache, run_options,
-                                      executed)
+            if options.isolate_workers:
+                from .worker import grade_isolated
+
+                record = grade_isolated(sub, course, chapter, release_nb, labels,
+                                        hidden_path if hidden_path and hidden_path.is_file() else None,
+                                        cache_bytes, dataclasses.replace(run_options, slot=f"job{jobs_slot()}"),
+                                        executed)
+                record = _worker_record(record, sub, chapter, run_options)
+            else:
+                record = grade_submission(sub, course, chapter, release_nb, labels, tests, cache, run_options,
+                                          executed)
         except Exception as err:  # a grader bug or an odd notebook: 0 with the reason, graded again later
             record = {"version": RECORD_VERSION, "file": sub.name, "sha256": sub.digest,
                       "chapter": chapter.path, "error": f"the autograder failed: {type(err).__name__}: {err}",
                       "retry": True}
         if (record.get("stop") or "").startswith("the autograder could not run"):
             record["retry"] = True
+        record["wall_seconds"] = round(time.monotonic() - began, 2)
         record["student"] = sub.student
         with lock:
             atomic_write(records_dir / record_name(sub.name), json.dumps(record, indent=1, sort_keys=True) + "\n")
@@ -401,7 +501,7 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
             write_all()
         if not options.quiet:
             _, summary = rows_for(record, course, exercises, tests)
-            print(f"  {sub.name}: {summary['points']:g}/{summary['max']:g} points "
+            print(f"  {display_name(sub.name)}: {summary['points']:g}/{summary['max']:g} points "
                   f"({record.get('seconds', 0):.1f} s)", file=sys.stderr, flush=True)
 
     report.skipped = [sub.name for sub in subs if sub.name in records]

@@ -32,9 +32,10 @@ __all__ = ["Hint", "HiddenTest", "hidden_test", "load_hidden_tests", "randn", "s
 class AnswerError(Exception):
     """The student's code raised while the grader called it (``ename``: the exception's type)."""
 
-    def __init__(self, ename: str, evalue: str, where: str = ""):
+    def __init__(self, ename: str, evalue: str, where: str = "", from_grader: bool = False):
         super().__init__(f"{ename}: {evalue}")
         self.ename, self.evalue, self.where = ename, evalue, where
+        self.from_grader = from_grader  # the grader's own words (time limit, refused reply), not the kernel's
 
 
 class NotImplementedYet(AnswerError):
@@ -59,34 +60,51 @@ def answer_error(ename: str, evalue: str) -> AnswerError:
     return _ERROR_TYPES[ename](ename, evalue)
 
 
-@dataclass(frozen=True)
-class Opaque:
-    """A value the kernel cannot send back as data (a module, a function, ...): its type only."""
-
-    type_name: str
-    text: str = ""
+from .wire import Opaque  # noqa: E402  (a value the kernel cannot send back as data: its type only)
 
 
 class Session:
     """What a hidden test can ask a notebook (the student's or the reference's).
 
-    Subclasses implement :meth:`run`; ``source`` is the exercise's answer-cell text.
+    Every question is one request of a fixed vocabulary (:mod:`.kernel_side`) with data inputs:
+    no code travels to a kernel. Subclasses implement :meth:`request`; ``source`` is the
+    exercise's answer-cell text (read by the grader from the file, never from the kernel).
     """
 
     source: str = ""
 
-    def run(self, code: str, **inputs: Any) -> Any:  # pragma: no cover - interface
+    def request(self, op: str, /, **payload: Any) -> dict:  # pragma: no cover - interface
+        """The kernel's reply to one request (a dict with ``value``); AnswerError when the answer raised."""
         raise NotImplementedError
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        if not name.isidentifier():
+        """The value of ``name(*args, **kwargs)`` in the notebook."""
+        return self.call_after(name, *args, **kwargs)[0]
+
+    def call_after(self, name: str, *args: Any, **kwargs: Any):
+        """``(value, after)``: ``after`` holds the tensor arguments as the call left them
+        (``{"args": [...], "kwargs": {...}}``; what the answer changed in place shows there)."""
+        if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"call() needs a name defined by the notebook, got {name!r}")
-        return self.run(f"{name}(*__args, **__kwargs)", __args=tuple(args), __kwargs=dict(kwargs))
+        reply = self.request("call", name=name, args=list(args), kwargs=dict(kwargs))
+        return reply.get("value"), reply.get("after") if isinstance(reply.get("after"), dict) else {}
 
     def has(self, name: str) -> bool:
-        if not name.isidentifier():
+        if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"has() needs an identifier, got {name!r}")
-        return bool(self.run(f"{name!r} in globals()"))
+        return self.request("has", name=name).get("value") is True
+
+    def probe(self, procedure: str, /, **inputs: Any) -> Any:
+        """The value of one of the public procedures of :mod:`.probes` run on the notebook."""
+        from .probes import PROBES
+
+        if procedure not in PROBES:
+            raise ValueError(f"no probe named {procedure!r}: add it to attention_book.instructor.probes")
+        return self.request("probe", name=procedure, inputs=dict(inputs)).get("value")
+
+    def run(self, code: str, **inputs: Any) -> Any:
+        raise TypeError("hidden tests send inputs only, never code, to a kernel: use call(), has() or a "
+                        "procedure of attention_book.instructor.probes with probe(name, **inputs)")
 
 
 @dataclass
@@ -99,34 +117,25 @@ class HiddenTest:
 
 
 class LocalSession(Session):
-    """A session on a namespace in this process (tests of the hidden tests; trusted code only)."""
+    """A session on a namespace in this process (tests of the hidden tests; trusted code only).
+
+    Requests and replies take the same way through the data format as with a kernel."""
 
     def __init__(self, ns: Dict[str, Any], source: str = ""):
         self.ns, self.source = ns, source
 
-    def run(self, code: str, **inputs: Any) -> Any:
-        import io
+    def request(self, op: str, /, **payload: Any) -> dict:
+        from . import wire
+        from .kernel_side import encode_reply, handle
 
-        import torch
-
-        from .kernel_side import evaluate
-        from .runner import plain_values
-
-        buffer = io.BytesIO()
-        torch.save(inputs, buffer)  # inputs travel as data, as they do to a kernel
-        buffer.seek(0)
         try:
-            inputs = torch.load(buffer, weights_only=True)
-        except Exception as err:
+            request = wire.decode(wire.encode(dict(payload, op=op), strict=True))
+        except (TypeError, wire.WireError) as err:
             raise TypeError(f"hidden-test inputs must be tensors and plain data: {err}") from None
-        reply = evaluate(self.ns, code, inputs)
-        buffer = io.BytesIO()
-        torch.save(reply, buffer)  # the same round trip as with a kernel
-        buffer.seek(0)
-        reply = torch.load(buffer, weights_only=True)
+        reply = wire.decode(encode_reply(handle(self.ns, request)))
         if not reply["ok"]:
-            raise answer_error(reply["ename"], reply["evalue"])
-        return plain_values(reply["value"])
+            raise answer_error(str(reply["ename"]), str(reply["evalue"]))
+        return reply
 
 
 #: exercise label -> hidden tests registered by the file being loaded
@@ -218,7 +227,8 @@ def same(got, want, what: str, hint: str = "", atol: float = 1e-5, rtol: float =
                 return
         elif got == want and type(got) is type(want):
             return
-        raise Hint(f"{what}: expected {want!r}, got {got!r}" + (f": {hint}" if hint else ""))
+        shown = repr(got) if len(repr(got)) <= 40 else f"a {type(got).__name__}"  # no room to carry data out
+        raise Hint(f"{what}: expected {want!r}, got {shown}" + (f": {hint}" if hint else ""))
     got = _tensor(got, what)
     if tuple(got.shape) != tuple(want.shape):
         raise Hint(f"{what}: expected shape {tuple(want.shape)}, got {tuple(got.shape)}"
@@ -236,9 +246,25 @@ def same(got, want, what: str, hint: str = "", atol: float = 1e-5, rtol: float =
         raise Hint(f"{what} gives wrong values" + (f": {hint}" if hint else ""))
 
 
+def shown_error(ename: str, evalue: str) -> str:
+    """An error the answer raised, as the grader repeats it to the student: the exception's name
+    and the first line of its message, unless that line shows values (a float, a long number: it
+    could carry the hidden test's inputs out); sizes and counts (short integers) are kept."""
+    import re
+
+    name = ename if re.fullmatch(r"[A-Za-z_][A-Za-z_.]{0,59}", ename or "") else "an exception"
+    lines = (evalue or "").strip().splitlines()
+    first = lines[0].strip() if lines else ""
+    if re.search(r"\d\.\d|\d{4,}|\d[eE][-+]?\d|inf|nan", first) or len(re.findall(r"\d", first)) > 24:
+        first = "(its message shows numbers, perhaps the test's inputs: not repeated here)"
+    return f"{name}: {first[:200]}" if first else name
+
+
 def answer_error_message(err: AnswerError) -> str:
     where = f" ({err.where})" if err.where else ""
-    return f"your code raised {err.ename}: {err.evalue}"[:300] + where
+    if getattr(err, "from_grader", False):
+        return err.evalue[:300] + where
+    return f"your code raised {shown_error(err.ename, err.evalue)}"[:300] + where
 
 
 def describe(value: Optional[Any]) -> str:  # used in messages

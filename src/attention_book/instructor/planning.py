@@ -12,8 +12,17 @@ every other code cell of the release (setup, demos, self-checks) runs as release
 deleted course cell is restored from the release and, when changed, flagged with its role
 (``setup cell 1 changed``). Answer and added cells are read with :mod:`ast` for things a solution
 does not need (importing the course package, assigning to ``torch.*`` or another module's
-attributes, reading ``/proc``, dynamic imports, starting processes): those are flagged, and an
-answer importing the course package scores 0 ("write your own").
+attributes, reading ``/proc``, dynamic imports, starting processes): those are flagged. An answer
+scores 0 and is flagged, whatever its kernel reports, when it breaks its exercise's rules
+(:mod:`attention_book.checks.rules`, read from the source: "without torch.softmax"), uses the
+chapter's finished code (a function or class the chapter body defines before the exercise, or
+the course package) or does not define what the exercise asks for ("write your own").
+
+Every step is bounded before it starts (issue 19): at most ``MAX_CODE_CELLS`` code cells of at
+most ``MAX_CELL_CHARS`` characters (``MAX_CODE_CHARS`` in all), and the pairing of edited course
+cells compares at most ``MAX_PAIRINGS`` pairs by their sets of lines (linear in their length, at
+most ``PAIR_LINES`` lines each; a character-level diff of two large cells can take hours). A
+notebook over a cap is not graded (0 points, flagged).
 
 The hidden tests of an exercise run right after its self-check cell (or its last answer cell).
 """
@@ -29,11 +38,33 @@ from typing import Dict, List, Optional, Set
 
 from .markup import NOT_IMPLEMENTED, Chapter, cell_text
 
-__all__ = ["Plan", "plan_submission", "plan_reference", "scan_code", "cell_hash"]
+__all__ = ["Plan", "plan_submission", "plan_reference", "scan_code", "cell_hash", "PlanRefused", "rule_violations",
+           "MAX_CODE_CELLS", "MAX_CELL_CHARS", "MAX_CODE_CHARS"]
+
+MAX_CODE_CELLS = 600
+MAX_CELL_CHARS = 200_000
+MAX_CODE_CHARS = 2_000_000
+MAX_PAIRINGS = 20_000  # (course cell, student cell) pairs compared when pairing edited course cells
+PAIR_LINES = 500  # lines of each cell compared when pairing
+
+
+class PlanRefused(ValueError):
+    """A submission over one of the planning step's size caps."""
 
 
 def _norm(line: str) -> str:
     return "".join(line.split())
+
+
+def _lines(text: str) -> Counter:
+    """The cell's non-empty lines, whitespace removed (a multiset), for pairing edited cells."""
+    return Counter(_norm(line) for line in text.split("\n", PAIR_LINES)[:PAIR_LINES] if _norm(line))
+
+
+def _similarity(a: Counter, b: Counter) -> float:
+    """Shared lines / all lines (0..1): linear in the cells' length, whatever their content."""
+    union = sum((a | b).values())
+    return sum((a & b).values()) / union if union else 0.0
 
 
 def cell_hash(text: str) -> str:
@@ -51,6 +82,7 @@ class Plan:
     answer_flags: Dict[str, List[str]] = field(default_factory=dict)  # label -> flags of its answer
     notes: Dict[str, str] = field(default_factory=dict)  # label -> remark (answer cell not found)
     package_import: Set[str] = field(default_factory=set)  # labels whose answer imports the package
+    zero: Dict[str, str] = field(default_factory=dict)  # label -> why it scores 0 (rules, own work)
 
 
 def _code_cell(text: str, role: str, label: str = "") -> dict:
@@ -91,7 +123,7 @@ def scan_code(text: str, modules: Set[str]) -> List[str]:
     """Flags for code in an answer or added cell (``modules``: names bound by imports anywhere)."""
     try:
         tree = ast.parse(text)
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []  # it will fail when it runs; not tampering
     roots = MODULE_ROOTS | modules
     flags: List[str] = []
@@ -144,7 +176,7 @@ def imported_names(texts: List[str]) -> Set[str]:
     for text in texts:
         try:
             tree = ast.parse(text)
-        except SyntaxError:
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -192,13 +224,22 @@ def plan_submission(nb, release_nb, chapter: Chapter, labels: List[str]) -> Plan
         if info.get("role") != "answer":
             other_lines.update({_norm(l) for l in cell_text(cell).split("\n") if _norm(l)})
     sub_cells = [c for c in nb["cells"] if c.get("cell_type") == "code"]
+    if len(sub_cells) > MAX_CODE_CELLS:
+        raise PlanRefused(f"{len(sub_cells)} code cells (at most {MAX_CODE_CELLS})")
     sub_texts = [cell_text(c) for c in sub_cells]
+    longest = max((len(t) for t in sub_texts), default=0)
+    if longest > MAX_CELL_CHARS:
+        raise PlanRefused(f"a code cell of {longest} characters (at most {MAX_CELL_CHARS})")
+    if sum(len(t) for t in sub_texts) > MAX_CODE_CHARS:
+        raise PlanRefused(f"more than {MAX_CODE_CHARS} characters of code")
     modules = imported_names([cell_text(c) for c in release_cells])
     release_hashes = [cell_hash(cell_text(c)) for c in release_cells]
     sub_hashes = [cell_hash(t) for t in sub_texts]
     matcher = difflib.SequenceMatcher(a=release_hashes, b=sub_hashes, autojunk=False)
     plan = Plan([], {}, {label: "" for label in labels})
     answers_seen: Dict[str, int] = {}
+    pairings = [0]
+    student_texts: List[str] = []
 
     def role_name(index: int) -> str:
         info = roles[index]
@@ -208,6 +249,7 @@ def plan_submission(nb, release_nb, chapter: Chapter, labels: List[str]) -> Plan
 
     def add_student(j: int, label: Optional[str]) -> None:
         text = sub_texts[j]
+        student_texts.append(text)
         flags = scan_code(text, modules)
         if label:
             plan.cells.append(_code_cell(text, "answer", label))
@@ -247,9 +289,12 @@ def plan_submission(nb, release_nb, chapter: Chapter, labels: List[str]) -> Plan
         else:  # cells added and edited: pair an edited copy with the course cell it resembles
             pairs = []
             for i in unmatched_release:
-                release_text = cell_text(release_cells[i])
-                scored = [(difflib.SequenceMatcher(a=release_text, b=sub_texts[j], autojunk=False).ratio(), j)
-                          for j in others if j not in {p[1] for p in pairs}]
+                scored = []
+                for j in others:
+                    if j in {p[1] for p in pairs} or pairings[0] >= MAX_PAIRINGS:
+                        continue
+                    pairings[0] += 1
+                    scored.append((_similarity(_lines(cell_text(release_cells[i])), _lines(sub_texts[j])), j))
                 best = max(scored, default=(0.0, None))
                 if best[1] is not None and best[0] >= 0.6:
                     pairs.append((i, best[1]))
@@ -263,6 +308,8 @@ def plan_submission(nb, release_nb, chapter: Chapter, labels: List[str]) -> Plan
             if roles[i].get("role") != "answer":
                 plan.cells.append(_code_cell(cell_text(release_cells[i]), roles[i].get("role") or "course",
                                              roles[i].get("exercise", "")))
+    _apply_rules(plan, labels, release_answers, student_texts,
+                 [cell_text(c) for c, info in zip(release_cells, roles) if info.get("role") != "answer"])
     # where the hidden tests run: after the exercise's self-check cell, else after its answer
     for label in labels:
         check = [k for k, c in enumerate(plan.cells)
@@ -276,6 +323,73 @@ def plan_submission(nb, release_nb, chapter: Chapter, labels: List[str]) -> Plan
             if label in release_answers:
                 plan.notes[label] = "answer cell not found (deleted or renamed?): tested at the end"
     return plan
+
+
+def _defined_names(texts: List[str]) -> Set[str]:
+    names: Set[str] = set()
+    for text in texts:
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Assign):
+                names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
+def rule_violations(label: str, answer: str, student_texts: List[str], course_texts: List[str],
+                    wanted: Optional[List[str]] = None) -> List[tuple]:
+    """``(message, flag)`` for each rule the answer of ``label`` breaks, read from the source:
+    names the stub defines that no student cell defines (``wanted``), the chapter's finished code
+    or the course package used, the exercise's own rules (:mod:`attention_book.checks.rules`)."""
+    from ..checks.answers import StaticAnswer
+    from ..checks.rules import chapter_code, rule
+
+    rules = rule(label)
+    reasons = []
+    missing = [name for name in (wanted or []) if name not in _defined_names(student_texts)]
+    if missing:
+        reasons.append((f"your answer does not define `{missing[0]}` (the exercise asks you to write it)",
+                        f"does not define {missing[0]}"))
+    # the answer as it runs: its cells, and any cell of the student's that (re)defines its names
+    answers = [answer] + [text for text in student_texts if text != answer
+                          and _defined_names([text]) & set(wanted or [])]
+    static = StaticAnswer(answers, student_texts, course_texts)
+    if static.dynamic:  # names looked up or code made at run time: no rule could be checked
+        reasons.append((f"looks code up at run time ({static.dynamic[0]}), so the exercise's rules cannot be "
+                        "checked: write the answer as plain code (0 points)",
+                        f"looks code up at run time ({static.dynamic[0]})"))
+    body = chapter_code(label)
+    used = static.chapter_names(body, rules.allowed)
+    if used:
+        what = "the course package" if body.get(used[0], "").startswith("package:") else "the chapter's finished code"
+        reasons.append((f"uses `{used[0]}`, {what}: write your own (0 points)",
+                        f"uses {used[0]} ({what}): write your own"))
+    found = static.forbidden(rules.forbidden) if rules.forbidden else []
+    if rules.no_index and static.indexes_argument(*rules.no_index):
+        found.append(f"{rules.no_index[0]} indexes its argument {rules.no_index[1] + 1}")
+    if found:
+        message = rules.message.format(names=", ".join(found)) if rules.message else ", ".join(found)
+        reasons.append((f"breaks the exercise's rule: {message} (0 points)",
+                        f"breaks the exercise's rule ({', '.join(found)})"))
+    return reasons
+
+
+def _apply_rules(plan: Plan, labels: List[str], release_answers: Dict[str, List[str]], student_texts: List[str],
+                 course_texts: List[str]) -> None:
+    """The exercise's rules and "own work only", read from the source: 0 points and a flag."""
+    for label in labels:
+        wanted = sorted(_defined_names(release_answers.get(label, []))) if label in release_answers else []
+        reasons = rule_violations(label, plan.sources.get(label, ""), student_texts, course_texts, wanted)
+        if reasons:
+            plan.zero[label] = reasons[0][0]
+            flags = plan.answer_flags.setdefault(label, [])
+            for _, flag in reasons:
+                if flag not in flags:
+                    flags.append(flag)
 
 
 def plan_reference(source_nb, chapter: Chapter, labels: List[str]) -> Plan:

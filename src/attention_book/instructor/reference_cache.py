@@ -4,7 +4,7 @@ Before grading, :func:`~attention_book.instructor.references.compute_references`
 chapter's own notebook and every hidden test against it (about 10-30 s per chapter). Its values
 depend only on the grader's code, the chapter notebook, the hidden tests, the points and the
 versions of Python and torch, so they are saved in the assignment's output folder
-(``.cache/reference-<key>.pt``) under a key that hashes all of those:
+(``.cache/reference-<key>.bin``) under a key that hashes all of those:
 
 * every ``.py`` file of the installed ``attention_book`` package (the grader version: any change
   of the grader, the checks or the chapter code the notebook imports);
@@ -12,9 +12,9 @@ versions of Python and torch, so they are saved in the assignment's output folde
 * ``sys.version``, ``torch.__version__``, the labels that are graded.
 
 An edit to any of them changes the key, and the reference run happens again. The file holds data
-only (tensors, numbers, strings, tuples, lists, dicts) and is read with
-``torch.load(weights_only=True)``; a file that does not load is ignored (the values are computed
-again). The output folder is never visible inside a sandbox.
+only, in the grader's bounded wire format (:mod:`.wire`: tensors, numbers, strings, tuples, lists,
+dicts; no pickle); a file that does not load is ignored (the values are computed again). The
+output folder is never visible inside a sandbox.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ import hashlib
 import os
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Iterable, Optional
 
 __all__ = ["cache_key", "load_reference_cache", "save_reference_cache", "CACHE_DIR"]
 
 CACHE_DIR = ".cache"
-FORMAT = "attention-book reference cache 1"
+FORMAT = "attention-book reference cache 2"
 
 
 def _package_files() -> Iterable[Path]:
@@ -58,74 +58,41 @@ def cache_key(course, chapter, hidden_file: Optional[Path], labels: Iterable[str
 
 
 def _path(out: Path, key: str) -> Path:
-    return Path(out) / CACHE_DIR / f"reference-{key[:32]}.pt"
-
-
-def _encode(value: Any) -> Any:
-    from .hidden import Opaque
-
-    if isinstance(value, Opaque):
-        return {"__opaque__": value.type_name, "__text__": value.text}
-    if isinstance(value, tuple):
-        return tuple(_encode(v) for v in value)
-    if isinstance(value, list):
-        return [_encode(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _encode(v) for k, v in value.items()}
-    return value
-
-
-def _decode(value: Any) -> Any:
-    from .hidden import Opaque
-
-    if isinstance(value, dict):
-        if set(value) == {"__opaque__", "__text__"}:
-            return Opaque(value["__opaque__"], value["__text__"])
-        return {k: _decode(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return tuple(_decode(v) for v in value)
-    if isinstance(value, list):
-        return [_decode(v) for v in value]
-    return value
+    return Path(out) / CACHE_DIR / f"reference-{key[:32]}.bin"
 
 
 def load_reference_cache(out: Path, key: str):
     """The saved :class:`ReferenceCache` for ``key``, or None (missing, another key, unreadable)."""
-    import torch
-
     from .references import ReferenceCache
 
     path = _path(out, key)
+    header = f"{FORMAT}\n{key}\n".encode()
     if not path.is_file() or path.is_symlink():
         return None
     try:
-        data = torch.load(path, weights_only=True)
+        data = path.read_bytes()
+        if not data.startswith(header):
+            return None
+        return ReferenceCache.from_bytes(data[len(header):])
     except Exception:  # noqa: BLE001 - a damaged or foreign file: compute the values again
         return None
-    if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("key") != key:
-        return None
-    cache = ReferenceCache()
-    cache.values = {k: _decode(v) for k, v in data.get("values", {}).items()}
-    return cache
 
 
 def save_reference_cache(out: Path, key: str, cache) -> Optional[Path]:
-    """Save ``cache.values`` (replacing older keys of this folder); None if they cannot be saved."""
-    import torch
-
+    """Save ``cache`` (replacing older keys of this folder); None if it cannot be saved."""
     folder = Path(out) / CACHE_DIR
     folder.mkdir(parents=True, exist_ok=True)
     path = _path(out, key)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        torch.save({"format": FORMAT, "key": key, "values": {k: _encode(v) for k, v in cache.values.items()}}, tmp)
+        tmp.write_bytes(f"{FORMAT}\n{key}\n".encode() + cache.to_bytes())
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except Exception:  # noqa: BLE001 - a value torch cannot save: grading goes on without a cache
+    except Exception:  # noqa: BLE001 - a value the format cannot hold: grading goes on without a cache
         if tmp.exists():
             tmp.unlink()
         return None
-    for old in folder.glob("reference-*.pt"):  # one cache per folder: the current key's
+    for old in folder.glob("reference-*"):  # one cache per folder: the current key's
         if old != path:
             old.unlink()
     return path

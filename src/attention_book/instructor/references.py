@@ -2,9 +2,10 @@
 
 Before any student code runs, :func:`compute_references` runs the chapter's own notebook (the
 solution, trusted) in a sandboxed kernel and every hidden test against it, with a recording
-session: each value a test asks for is kept in a :class:`ReferenceCache`, keyed by the exact code
-and inputs. While students are graded, ``reference`` is a lookup in that cache (never a live
-kernel), so the reference values come from before any student code ran.
+session: each reply a test gets is kept in a :class:`ReferenceCache`, keyed by the exact request
+(operation, name, inputs). While students are graded, ``reference`` is a lookup in that cache
+(never a live kernel), so the reference values come from before any student code ran, and no
+student's kernel can change them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import hashlib
 import time
 from typing import Any, Dict, List, Tuple
 
+from . import wire
 from .course import Course
 from .hidden import AnswerError, HiddenTest, NotImplementedYet, Session, answer_error, answer_error_message
 from .markup import Chapter
@@ -22,68 +24,62 @@ from .runner import RunOptions, run_notebook
 __all__ = ["ReferenceCache", "run_tests", "compute_references"]
 
 
-def _key(code: str, inputs: Dict[str, Any]) -> str:
-    import torch
+def _canonical(value):
+    """``value`` with dict items in sorted key order (the cache key must not depend on order)."""
+    if isinstance(value, dict):
+        return {k: _canonical(value[k]) for k in sorted(value, key=str)}
+    if isinstance(value, (tuple, list)):
+        return type(value)(_canonical(v) for v in value)
+    return value
 
-    digest = hashlib.sha256(code.encode("utf-8"))
 
-    def feed(value) -> None:
-        if isinstance(value, torch.Tensor):
-            t = value.detach().cpu().contiguous()
-            digest.update(f"T{t.dtype}{tuple(t.shape)}".encode())
-            digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-        elif isinstance(value, dict):
-            digest.update(b"{")
-            for k in sorted(value, key=str):
-                digest.update(repr(k).encode())
-                feed(value[k])
-            digest.update(b"}")
-        elif isinstance(value, (tuple, list)):
-            digest.update(b"(" if isinstance(value, tuple) else b"[")
-            for v in value:
-                feed(v)
-            digest.update(b")")
-        else:
-            digest.update(f"{type(value).__name__}:{value!r};".encode())
-
-    feed(inputs)
-    return digest.hexdigest()
+def _key(op: str, payload: Dict[str, Any]) -> str:
+    data = wire.encode(_canonical(dict(payload, op=op)), strict=True)
+    return hashlib.sha256(data).hexdigest()
 
 
 class ReferenceCache:
-    """Reference values, filled while the tests run on the chapter's own notebook."""
+    """Reference replies, filled while the tests run on the chapter's own notebook; keyed by the
+    exact request (operation, name, inputs)."""
 
     def __init__(self) -> None:
-        self.values: Dict[str, Tuple[bool, Any]] = {}
+        self.values: Dict[str, dict] = {}
+
+    def to_bytes(self) -> bytes:
+        return wire.encode(self.values, wire.Bounds(max_bytes=1 << 30, max_items=10_000_000), strict=False)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "ReferenceCache":
+        cache = cls()
+        cache.values = wire.decode(data, wire.Bounds(max_bytes=1 << 30, max_items=10_000_000))
+        return cache
 
     class Recording(Session):
         def __init__(self, cache: "ReferenceCache", inner: Session, source: str):
             self.cache, self.inner, self.source = cache, inner, source
 
-        def run(self, code: str, **inputs: Any) -> Any:
-            key = _key(code, inputs)
+        def request(self, op: str, /, **payload: Any) -> dict:
+            key = _key(op, payload)
             try:
-                value = self.inner.run(code, **inputs)
+                reply = self.inner.request(op, **payload)
             except AnswerError as err:
-                self.cache.values[key] = (False, (type(err).__name__, err.ename, err.evalue))
+                self.cache.values[key] = {"ok": False, "ename": err.ename, "evalue": err.evalue}
                 raise
-            self.cache.values[key] = (True, value)
-            return value
+            self.cache.values[key] = reply
+            return reply
 
     class Lookup(Session):
         def __init__(self, cache: "ReferenceCache", source: str):
             self.cache, self.source = cache, source
 
-        def run(self, code: str, **inputs: Any) -> Any:
-            found = self.cache.values.get(_key(code, inputs))
+        def request(self, op: str, /, **payload: Any) -> dict:
+            found = self.cache.values.get(_key(op, payload))
             if found is None:
                 raise LookupError("this hidden test asked the reference for a value it did not ask for on the "
                                   "chapter's notebook (its inputs must not depend on the student's values)")
-            ok, value = found
-            if ok:
-                return value
-            kind, ename, evalue = value
-            raise answer_error(ename, evalue)
+            if not found.get("ok"):
+                raise answer_error(str(found.get("ename")), str(found.get("evalue")))
+            return found
 
 
 def run_tests(tests: List[HiddenTest], student: Session, reference: Session) -> List[dict]:
@@ -103,6 +99,8 @@ def run_tests(tests: List[HiddenTest], student: Session, reference: Session) -> 
             entry["hint"] = str(err)[:400] or "failed"
         except AnswerError as err:
             entry["hint"] = answer_error_message(err)
+            if type(err).__name__ == "ReplyRefused":
+                entry["refused"] = True
         except LookupError as err:
             entry["hint"] = f"grader problem: {err}"
             entry["grader_error"] = True

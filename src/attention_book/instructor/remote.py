@@ -1,22 +1,26 @@
 """Hidden tests written as functions of the student's namespace: ``answer(ns, "f")(x)``.
 
 ``ns`` is a :class:`RemoteNamespace` over a :class:`~.hidden.Session`: ``ns["f"]`` is a
-:class:`RemoteFunction` that calls ``f`` in the kernel with data arguments and returns data. Tensor
-arguments changed in place in the kernel are changed here too, and results of arguments with
-``requires_grad`` carry gradients back (a ``torch.autograd.Function`` whose backward asks the
-kernel), so tests of the form "call, compare, ``.backward()``, compare the gradients" work unchanged.
+:class:`RemoteFunction` that calls ``f`` in the kernel with data arguments and returns data.
+
+The grader's own tensors never change: what the answer did to its arguments in place is
+reported, not copied back (:attr:`RemoteFunction.mutated`), so an expected value the test
+computes from its inputs afterwards comes from the grader's untouched copies (an answer that
+zeroes its inputs cannot zero the expected value). Results of arguments with ``requires_grad``
+carry gradients back (a ``torch.autograd.Function`` whose backward asks the kernel), so tests of
+the form "call, compare, ``.backward()``, compare the gradients" work unchanged.
 """
 
 from __future__ import annotations
 
 import itertools
+from typing import List
 
 from .hidden import Hint, Session
 
 __all__ = ["RemoteNamespace", "RemoteFunction", "answer"]
 
 _COUNTER = itertools.count()
-
 
 
 class RemoteNamespace:
@@ -50,30 +54,35 @@ def _tensors(args, kwargs):
 
 
 class RemoteFunction:
-    """Calls the student's function in the kernel. Tensor arguments changed in place there are
-    changed here too (so "input unchanged" tests work); a result that depends on arguments with
-    ``requires_grad`` carries gradients back from the kernel (``.backward()`` works)."""
+    """Calls the student's function in the kernel.
+
+    ``mutated`` lists the arguments any call so far changed in place ("argument 1",
+    "argument keys"); the grader's tensors themselves stay as they were. A result that depends on
+    arguments with ``requires_grad`` carries gradients back from the kernel (``.backward()``)."""
 
     def __init__(self, session: Session, name: str):
         self.session, self.name = session, name
+        self.mutated: List[str] = []
 
     def __call__(self, *args, **kwargs):
         import torch
 
         grads = [(kind, key, t) for kind, key, t in _tensors(args, kwargs) if t.requires_grad]
-        plain_args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
-        plain_kwargs = {k: (v.detach() if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
+        plain_args = tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args)
+        plain_kwargs = {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
         if grads:
             return self._with_grad(plain_args, plain_kwargs, grads)
-        value, after_args, after_kwargs = self.session.run(
-            f"__r = {self.name}(*__args, **__kwargs)\n(__r, __args, __kwargs)",
-            __args=plain_args, __kwargs=plain_kwargs)
-        for kind, key, tensor in _tensors(args, kwargs):  # mirror in-place changes
-            after = after_args[key] if kind == "a" else after_kwargs.get(key)
-            if isinstance(after, torch.Tensor) and after.shape == tensor.shape and after.dtype == tensor.dtype:
-                if not torch.equal(after, tensor):
-                    with torch.no_grad():
-                        tensor.copy_(after)
+        value, after = self.session.call_after(self.name, *plain_args, **plain_kwargs)
+        after_args = after.get("args") if isinstance(after.get("args"), list) else []
+        after_kwargs = after.get("kwargs") if isinstance(after.get("kwargs"), dict) else {}
+        for kind, key, tensor in _tensors(args, kwargs):
+            got = (after_args[key] if key < len(after_args) else None) if kind == "a" else after_kwargs.get(key)
+            unchanged = (isinstance(got, torch.Tensor) and got.shape == tensor.shape and got.dtype == tensor.dtype
+                         and torch.equal(got, tensor.detach()))
+            if not unchanged:
+                what = f"argument {key + 1}" if kind == "a" else f"argument {key}"
+                if what not in self.mutated:
+                    self.mutated.append(what)
         return value
 
     def _with_grad(self, args, kwargs, grads):
@@ -81,14 +90,9 @@ class RemoteFunction:
 
         positions = [key for kind, key, _ in grads if kind == "a"]
         names = [key for kind, key, _ in grads if kind == "k"]
-        graph_id = f"g{id(self)}-{len(positions)}-{len(names)}-{next(_COUNTER)}"
-        value = self.session.run(
-            f"__a = list(__args)\n"
-            f"for __i in __gp: __a[__i] = __a[__i].detach().requires_grad_(True)\n"
-            f"for __k in __gk: __kwargs[__k] = __kwargs[__k].detach().requires_grad_(True)\n"
-            f"__out = {self.name}(*__a, **__kwargs)\n"
-            f"__graphs[__id] = (__out, [__a[i] for i in __gp] + [__kwargs[k] for k in __gk])\n"
-            f"__out", __args=args, __kwargs=kwargs, __gp=positions, __gk=names, __id=graph_id)
+        graph_id = f"g{id(self)}-{next(_COUNTER)}"
+        value = self.session.request("grad", name=self.name, args=list(args), kwargs=dict(kwargs),
+                                     positions=positions, names=names, graph=graph_id).get("value")
         outputs = list(value) if isinstance(value, (tuple, list)) else [value]
         if not outputs or not all(isinstance(v, torch.Tensor) and v.is_floating_point() for v in outputs):
             return value
@@ -101,14 +105,15 @@ class RemoteFunction:
 
             @staticmethod
             def backward(ctx, *upstream):
-                got = session.run(
-                    "__o, __l = __graphs.pop(__id)\n"
-                    "__outs = list(__o) if isinstance(__o, (tuple, list)) else [__o]\n"
-                    "__pairs = [(o, g) for o, g in zip(__outs, __up) if g is not None and o.requires_grad]\n"
-                    "(tuple(__torch.autograd.grad([o for o, _ in __pairs], __l, [g for _, g in __pairs], "
-                    "allow_unused=True)) if __pairs else tuple(None for _ in __l))",
-                    __id=graph_id, __up=list(upstream))
-                return tuple(g if isinstance(g, torch.Tensor) else None for g in got)
+                got = session.request("backward", graph=graph_id, upstream=list(upstream)).get("value")
+                got = list(got) if isinstance(got, (tuple, list)) else []
+                leaves = [t for _, _, t in grads]
+                result = []
+                for index, leaf in enumerate(leaves):
+                    grad = got[index] if index < len(got) else None
+                    ok = isinstance(grad, torch.Tensor) and grad.shape == leaf.shape and grad.is_floating_point()
+                    result.append(grad.to(leaf.dtype) if ok else None)
+                return tuple(result)
 
         leaves = [t for _, _, t in grads]
         result = _Remote.apply(*leaves)
@@ -116,5 +121,3 @@ class RemoteFunction:
         if isinstance(value, (tuple, list)):
             return type(value)(result) if isinstance(value, tuple) else list(result)
         return result[0]
-
-

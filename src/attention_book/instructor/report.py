@@ -19,14 +19,26 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
-__all__ = ["CSV_COLUMNS", "csv_cell", "md_cell", "atomic_write", "write_if_changed", "write_outputs",
+__all__ = ["CSV_COLUMNS", "csv_cell", "md_cell", "printable", "atomic_write", "write_if_changed", "write_outputs",
            "read_grades", "plain_title", "plural"]
 
 CSV_COLUMNS = ["student", "exercise", "number", "points", "max", "message", "flags"]
 
 
+def printable(text: str) -> str:
+    """``text`` with control and format characters (CR, LF, ESC, ...) escaped as ``\\xNN``/``\\uNNNN``:
+    no cell can end a CSV row, a Markdown table row or move a terminal's cursor."""
+    import unicodedata
+
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() and unicodedata.category(ch) not in ("Cf", "Zl", "Zp")
+                   else (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}" if ord(ch) < 0x10000
+                         else f"\\U{ord(ch):08x}") for ch in text)
+
+
 def csv_cell(value) -> str:
-    text = str(value)
+    text = printable(str(value))
     if text and text[0] in "=+-@\t\r" and not _is_number(text):
         return "'" + text
     return text
@@ -41,7 +53,7 @@ def _is_number(text: str) -> bool:
 
 
 def md_cell(value, limit: int = 300) -> str:
-    text = " ".join(str(value).split())[:limit]
+    text = printable(" ".join(str(value).split()))[:limit]
     for char in "\\`|[]<>*_#":
         text = text.replace(char, "\\" + char)
     return text

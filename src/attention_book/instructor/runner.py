@@ -1,46 +1,75 @@
 """Running one notebook in an isolated kernel and asking it for values (the grader's side).
 
-:func:`run_notebook` executes a list of code cells in a fresh kernel started inside the
-:class:`~.sandbox.Sandbox` (or, with ``unsafe``, a plain kernel) and, after the cells listed in
-``points``, calls ``on_point(labels, session)`` with a live :class:`KernelSession`: the grader's
-hidden tests then ask the kernel for values (``session.call(...)``), one request file and one
-reply file per call in the exchange folder. Replies are read without following links, size-capped
-and loaded with ``torch.load(weights_only=True)``; anything but data is refused.
+:func:`run_notebook` starts a kernel in a :class:`~.sandbox.Sandbox`, executes a list of code
+cells and, after the cells listed in ``points``, calls ``on_point(labels, session)`` with a live
+:class:`KernelSession`: the grader's hidden tests then ask the kernel for values.
+
+Everything the kernel sends is hostile data, and every wait has a deadline:
+
+* the kernel's sockets live inside the sandbox's own tmpfs; the grader reaches them through
+  ``/proc/<pid>/root`` one path component at a time without following links and connects to the
+  socket it found (``/proc/self/fd/N``): a link or FIFO planted there is refused, never opened;
+* messages are read with ZeroMQ's size and queue limits; per cell at most ``max_messages``
+  outputs and ``max_output_chars`` characters are kept; beyond, the cell is interrupted and the
+  grader stops reading that cell's outputs. Messages answering another request are dropped;
+* the cells share one deadline (``timeout``), the grader's calls another (``tests_timeout``,
+  each call at most ``call_timeout``): replies that never end or come with strange ids change
+  nothing; at a deadline the kernel is interrupted and, if it does not answer, killed;
+* a call is a fixed execute request (``kernel_side.serve()``, no code of the tests) and one
+  frame of :mod:`.wire` data on a pipe the grader owns; the reply comes back on another pipe and
+  is decoded under :class:`~.wire.Bounds` (size, depth, items, tensors that own their storage).
+  A reply that breaks a bound fails that test and flags the submission;
+* at the end the sandbox is killed (bubblewrap is PID 1 of its namespace) and nothing of it is
+  left: its files were in its own tmpfs, its processes in its PID namespace (and cgroup).
 """
 
 from __future__ import annotations
 
-import io
-import itertools
-import math
+import fcntl
+import json
 import os
-import shutil
-import stat
-import subprocess
+import secrets
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
-from .hidden import AnswerError, Opaque, Session, answer_error
-from .sandbox import NOBODY, Limits, Sandbox, kernel_env
+from . import wire
+from .hidden import AnswerError, Session, answer_error
+from .sandbox import (INSIDE_KERNEL, IsolationError, Limits, Sandbox, SandboxProcess,
+                      kernel_env, open_inside)
 
-__all__ = ["RunOptions", "RunResult", "KernelSession", "run_notebook", "read_reply", "TIMEOUT_ENAME"]
+__all__ = ["RunOptions", "RunResult", "KernelSession", "run_notebook", "TIMEOUT_ENAME", "ReplyRefused",
+           "TRIGGER", "HIDDEN_OUTPUTS_NOTE"]
 
 TIMEOUT_ENAME = "AutograderTimeLimit"
 MAX_REPLY_BYTES = 64 * 1024 * 1024
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024  # one ZeroMQ frame; larger: the connection is dropped
+RECEIVE_QUEUE = 32  # messages ZeroMQ may hold for us per socket
+PORTS = {"shell": 1, "iopub": 2, "stdin": 3, "control": 4, "hb": 5}
+TRIGGER = "__import__('attention_book.instructor.kernel_side', fromlist=['serve']).serve()"
+START_SECONDS = 90.0  # starting the kernel (not counted in the notebook's time)
+INTERRUPT_GRACE = 5.0
+HIDDEN_OUTPUTS_NOTE = ("[autograder: this cell ran after the hidden tests had started; its outputs are not kept "
+                       "in the executed copy, since they could show the tests' inputs]\n")
 
 
 @dataclass
 class RunOptions:
-    timeout: float = 120.0  # seconds for the whole notebook
+    timeout: float = 120.0  # seconds for the notebook's cells
     call_timeout: float = 30.0  # seconds for one call of a hidden test
+    tests_timeout: float = 120.0  # seconds for all calls of the hidden tests of one notebook
     max_output_chars: int = 20_000  # per cell, kept in the executed copy
     max_messages: int = 2_000  # output messages per cell; beyond: the cell is interrupted
+    max_reply_bytes: int = MAX_REPLY_BYTES
     unsafe: bool = False  # no sandbox (the instructor said so)
     limits: Limits = field(default_factory=Limits)
     hidden_paths: List[Path] = field(default_factory=list)  # never visible in the sandbox
+    keep_all_outputs: bool = False  # keep outputs of cells run after the hidden tests started
+    slot: str = "grade"  # a name for the sandbox's cgroup
+    worker_memory_mb: int = 3072  # address space of the worker reading one submission (soft limit)
 
 
 @dataclass
@@ -49,273 +78,555 @@ class RunResult:
     cell_errors: List[dict] = field(default_factory=list)
     seconds: float = 0.0
     truncated: List[int] = field(default_factory=list)  # cells whose output was capped
+    flags: List[str] = field(default_factory=list)  # misbehaviour of the kernel (flood, forged replies, ...)
+    calls: int = 0
+    memory_peak_mb: Optional[float] = None  # the sandbox's peak memory (cgroup), when known
+    escaped: List[int] = field(default_factory=list)  # processes alive after the sandbox was killed
 
 
-def _kernel_manager(box: Optional[Sandbox], exchange: Path):
-    from jupyter_client.manager import AsyncKernelManager
-
-    class IsolatedKernelManager(AsyncKernelManager):
-        """Starts the kernel behind the sandbox prefix; interrupts by message (a signal would
-        stop bubblewrap, not the kernel)."""
-
-        def format_kernel_cmd(self, extra_arguments=None):
-            cmd = super().format_kernel_cmd(extra_arguments)
-            return (box.prefix() if box is not None else []) + cmd
-
-        def write_connection_file(self, **kwargs):
-            super().write_connection_file(**kwargs)
-            if box is not None and os.geteuid() == 0:
-                os.chown(self.connection_file, NOBODY, NOBODY)
-
-        async def _async_interrupt_kernel(self):
-            msg = self.session.msg("interrupt_request", content={})
-            self._connect_control_socket()
-            self.session.send(self._control_socket, msg)
-
-        interrupt_kernel = _async_interrupt_kernel
-
-    km = IsolatedKernelManager(kernel_name="python3", transport="ipc", ip=str(exchange / "k"))
-    km.connection_file = str(exchange / "kernel.json")
-    return km
+class ReplyRefused(AnswerError):
+    """A reply that is not data within the bounds: the test fails and the submission is flagged."""
 
 
-def _client_class():
-    from nbclient import NotebookClient
-    from nbformat.v4 import new_output
+class KernelDied(Exception):
+    pass
 
-    class CappedClient(NotebookClient):
-        """Keeps ``max_output_chars`` per cell; interrupts a cell after ``max_messages`` outputs."""
 
-        max_output_chars = 20_000
-        max_messages = 2_000
+# ------------------------------------------------------------------------------------------------
+# The kernel
+# ------------------------------------------------------------------------------------------------
 
-        def output(self, outs, msg, display_id, cell_index):
-            counts = self.__dict__.setdefault("_ab_counts", {})
-            used, messages = counts.get(cell_index, (0, 0))
-            content = msg.get("content", {})
-            size = len(str(content.get("text", ""))) + sum(len(str(v)) for v in (content.get("data") or {}).values())
-            counts[cell_index] = (used + size, messages + 1)
-            if messages + 1 == self.max_messages:
-                outs.append(new_output("stream", name="stderr", text=(
-                    f"\n[autograder: more than {self.max_messages} outputs: cell interrupted]\n")))
-                self.__dict__.setdefault("_ab_truncated", []).append(cell_index)
-                import asyncio
 
-                asyncio.ensure_future(self.km.interrupt_kernel())  # output() runs inside the loop
+class Kernel:
+    """One kernel: its sandbox, its sockets, its call pipes."""
+
+    def __init__(self, options: RunOptions, course_root: Path):
+        self.options, self.course_root = options, course_root
+        self.box: Optional[SandboxProcess] = None
+        self.plain = None  # subprocess.Popen in unsafe mode
+        self.temp: Optional[str] = None  # unsafe mode: the socket folder
+        self.sockets: Dict[str, Any] = {}
+        self.path_fds: List[int] = []
+        self.context = None
+        self.session = None
+        self.responsive = True
+        self.flags: List[str] = []
+        self.request_w = self.request_r = self.reply_r = -1
+
+    # -------------------------------------------------------------------- start
+
+    def start(self, deadline: float) -> None:
+        import zmq
+        from jupyter_client.session import Session as WireSession
+
+        key = secrets.token_hex(32)
+        request_r, request_w = os.pipe()
+        reply_r, reply_w = os.pipe()
+        for fd in (request_w, reply_r):
+            try:
+                fcntl.fcntl(fd, 1031, 1 << 20)  # F_SETPIPE_SZ: 1 MB, fewer round trips for big values
+            except OSError:
+                pass
+        self.request_w, self.request_r, self.reply_r = request_w, request_r, reply_r
+        for fd in (request_w, request_r, reply_r):
+            os.set_blocking(fd, False)
+            os.set_inheritable(fd, False)
+        command = [sys.executable, "-m", "ipykernel_launcher", "-f", f"{INSIDE_KERNEL}/kernel.json",
+                   "--HistoryManager.hist_file=:memory:"]
+        inside_ip = f"{INSIDE_KERNEL}/k"
+        if self.options.unsafe:
+            import subprocess
+
+            self.temp = tempfile.mkdtemp(prefix="ab-kernel-")
+            inside_ip = f"{self.temp}/k"
+            connection = self._connection(key, inside_ip)
+            conn_file = Path(self.temp) / "kernel.json"
+            conn_file.write_text(json.dumps(connection))
+            command[4] = str(conn_file)
+            env = kernel_env(home=self.temp, extra={"ATTENTION_BOOK_GRADER_FDS": f"{request_r},{reply_w}"})
+            env["TMPDIR"] = self.temp
+            self.plain = subprocess.Popen(command, pass_fds=[request_r, reply_w], env=env, cwd=self.temp,
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL, start_new_session=True)
+        else:
+            box = Sandbox(self.course_root, hidden=list(self.options.hidden_paths), limits=self.options.limits)
+            connection = self._connection(key, inside_ip)
+            self.box = box.start(command, kernel_env(), connection, (request_r, reply_w), self.options.slot)
+        os.close(reply_w)  # the kernel holds the only writer: EOF when it is gone
+        self.context = zmq.Context()
+        self.session = WireSession(key=key.encode(), signature_scheme="hmac-sha256", username="grader")
+        urls = self._socket_urls(deadline)
+        kinds = {"shell": zmq.DEALER, "iopub": zmq.SUB, "control": zmq.DEALER}
+        for name, kind in kinds.items():
+            sock = self.context.socket(kind)
+            sock.linger = 0
+            sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+            sock.setsockopt(zmq.RCVHWM, RECEIVE_QUEUE)
+            if kind == zmq.SUB:
+                sock.setsockopt(zmq.SUBSCRIBE, b"")
+            sock.connect(urls[name])
+            self.sockets[name] = sock
+        # the kernel is ready when it answers kernel_info (IOPub may take a moment to connect)
+        while True:
+            msg = self.session.send(self.sockets["shell"], "kernel_info_request", {})
+            reply = self._wait_shell(msg["header"]["msg_id"], min(deadline, time.monotonic() + 2.0))
+            if reply is not None:
+                break
+            if time.monotonic() > deadline:
+                raise IsolationError("the kernel did not answer in time")
+        self._drain_iopub(time.monotonic() + 0.5)
+
+    @staticmethod
+    def _connection(key: str, ip: str) -> dict:
+        info = {f"{name}_port": port for name, port in PORTS.items()}
+        info.update({"ip": ip, "key": key, "transport": "ipc", "signature_scheme": "hmac-sha256",
+                     "kernel_name": "python3"})
+        return info
+
+    def _socket_urls(self, deadline: float) -> Dict[str, str]:
+        if self.plain is not None:
+            urls = {name: f"ipc://{self.temp}/k-{port}" for name, port in PORTS.items()}
+            while not all(os.path.exists(f"{self.temp}/k-{PORTS[n]}") for n in ("shell", "iopub", "control")):
+                if time.monotonic() > deadline or self.plain.poll() is not None:
+                    raise IsolationError("the kernel did not start")
+                time.sleep(0.05)
+            return urls
+        child = self.box.wait_child_pid(deadline)
+        urls: Dict[str, str] = {}
+        for name in ("shell", "iopub", "control"):
+            relative = f"{INSIDE_KERNEL}/k-{PORTS[name]}"
+            while True:
+                try:
+                    fd = open_inside(child, relative)
+                    break
+                except FileNotFoundError:
+                    pass
+                except OSError as err:  # a link, FIFO, ... where the socket belongs: refuse
+                    raise IsolationError(f"the kernel's socket is not a socket ({err.strerror})") from None
+                if time.monotonic() > deadline or not self.box.alive():
+                    raise IsolationError("the kernel did not start" + (
+                        f": {self.box.error_text()}" if not self.box.alive() else " in time"))
+                time.sleep(0.05)
+            self.path_fds.append(fd)
+            urls[name] = f"ipc:///proc/self/fd/{fd}"
+        return urls
+
+    # -------------------------------------------------------------------- messages
+
+    def alive(self) -> bool:
+        if self.plain is not None:
+            return self.plain.poll() is None
+        return self.box is not None and self.box.alive()
+
+    def _recv(self, name: str):
+        """One message from socket ``name`` (None if none is waiting or it is not valid)."""
+        import zmq
+
+        try:
+            frames = self.sockets[name].recv_multipart(zmq.NOBLOCK, copy=True)
+        except zmq.Again:
+            return None, 0
+        size = sum(len(f) for f in frames)
+        try:
+            _, frames = self.session.feed_identities(frames, copy=True)
+            return self.session.deserialize(frames, content=True, copy=True), size
+        except Exception:  # forged, unsigned or malformed: dropped
+            return {}, size
+
+    def _poll(self, names: List[str], timeout: float) -> List[str]:
+        import zmq
+
+        poller = zmq.Poller()
+        for name in names:
+            poller.register(self.sockets[name], zmq.POLLIN)
+        events = dict(poller.poll(max(0, int(timeout * 1000))))
+        return [name for name in names if self.sockets[name] in events]
+
+    def _wait_shell(self, msg_id: str, deadline: float) -> Optional[dict]:
+        """The shell reply to ``msg_id``, or None at the deadline; other messages are dropped."""
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
                 return None
-            if messages + 1 > self.max_messages:
-                return None
-            if used + size > self.max_output_chars:
-                if used <= self.max_output_chars:
-                    outs.append(new_output("stream", name="stderr", text="\n[autograder: output truncated]\n"))
-                return None
-            return super().output(outs, msg, display_id, cell_index)
+            if not self.alive():
+                raise KernelDied()
+            if self._poll(["shell"], min(remaining, 0.5)):
+                for _ in range(100):  # a bounded batch: a flood cannot keep us here past the deadline
+                    msg, _ = self._recv("shell")
+                    if msg is None:
+                        break
+                    if (msg.get("parent_header") or {}).get("msg_id") == msg_id:
+                        return msg
 
-    return CappedClient
+    def _drain_iopub(self, deadline: float) -> None:
+        while time.monotonic() < deadline and self._poll(["iopub"], 0):
+            for _ in range(100):
+                msg, _ = self._recv("iopub")
+                if msg is None:
+                    break
+
+    def interrupt(self) -> None:
+        try:
+            self.session.send(self.sockets["control"], "interrupt_request", {})
+        except Exception:
+            pass
+
+    def execute(self, cell: dict, index: int, deadline: float, options: RunOptions) -> str:
+        """Run one cell; its outputs go into ``cell["outputs"]``. Returns "ok", "timeout",
+        "flood" (interrupted for too many outputs) or raises KernelDied."""
+        self._drain_iopub(time.monotonic() + 0.2)
+        content = {"code": cell.get("source", ""), "silent": False, "store_history": True,
+                   "user_expressions": {}, "allow_stdin": False, "stop_on_error": False}
+        msg = self.session.send(self.sockets["shell"], "execute_request", content)
+        msg_id = msg["header"]["msg_id"]
+        outputs = Outputs(cell, options.max_output_chars)
+        reply = None
+        idle = False
+        messages = 0
+        read_bytes = 0
+        reading_outputs = True
+        outcome = "ok"
+        interrupted_at: Optional[float] = None
+        iopub_grace: Optional[float] = None
+        while True:
+            now = time.monotonic()
+            if reply is not None and (idle or not reading_outputs):
+                break
+            if reply is not None and iopub_grace is not None and now > iopub_grace:
+                break  # the reply came, the idle status did not: stop waiting for stray outputs
+            if now > deadline and interrupted_at is None:
+                self.interrupt()
+                interrupted_at = now
+                outcome = "timeout"
+            if interrupted_at is not None and now > interrupted_at + INTERRUPT_GRACE:
+                raise TimeoutError("the kernel ignored the interrupt")
+            if not self.alive():
+                raise KernelDied()
+            limit = (interrupted_at + INTERRUPT_GRACE) if interrupted_at is not None else deadline
+            wait = max(0.0, min(limit - now, 0.5))
+            names = ["shell"] + (["iopub"] if reading_outputs else [])
+            ready = self._poll(names, wait)
+            if "shell" in ready:
+                for _ in range(100):
+                    got, _ = self._recv("shell")
+                    if got is None:
+                        break
+                    if (got.get("parent_header") or {}).get("msg_id") == msg_id:
+                        reply = got
+                        iopub_grace = time.monotonic() + 3.0
+                        break
+            if "iopub" in ready and reading_outputs:
+                for _ in range(200):
+                    got, size = self._recv("iopub")
+                    if got is None:
+                        break
+                    read_bytes += size
+                    if (got.get("parent_header") or {}).get("msg_id") != msg_id:
+                        continue
+                    kind = (got.get("header") or {}).get("msg_type")
+                    if kind == "status":
+                        if (got.get("content") or {}).get("execution_state") == "idle":
+                            idle = True
+                        continue
+                    if kind in ("execute_input", "comm_open", "comm_msg", "comm_close"):
+                        continue
+                    messages += 1
+                    if messages >= options.max_messages or read_bytes > 64 * MAX_MESSAGE_BYTES:
+                        outputs.note(f"\n[autograder: more than {options.max_messages} outputs (or "
+                                     f"{64 * MAX_MESSAGE_BYTES // 2 ** 20} MB of them): cell interrupted]\n")
+                        self.interrupt()
+                        reading_outputs = False
+                        outcome = "flood"
+                        if interrupted_at is None:
+                            interrupted_at = time.monotonic()
+                        break
+                    outputs.add(kind, got.get("content") or {})
+            if reply is not None and interrupted_at is not None and outcome == "flood":
+                break
+        if outcome == "timeout":
+            cell.setdefault("outputs", []).append({"output_type": "error", "ename": TIMEOUT_ENAME,
+                                                   "evalue": "time limit reached", "traceback": []})
+        if outputs.capped:
+            outcome = outcome if outcome != "ok" else "capped"
+        return outcome
+
+    # -------------------------------------------------------------------- calls
+
+    def call(self, payload: bytes, deadline: float, limit: int) -> bytes:
+        """Send one request frame, get one reply frame (the call's execute request is TRIGGER)."""
+        wire.drain(self.reply_r)
+        wire.drain(self.request_r)  # anything the kernel left unread from an earlier call
+        nonce = secrets.randbits(63)
+        content = {"code": TRIGGER, "silent": True, "store_history": False, "user_expressions": {},
+                   "allow_stdin": False, "stop_on_error": False}
+        msg = self.session.send(self.sockets["shell"], "execute_request", content)
+        msg_id = msg["header"]["msg_id"]
+        try:
+            wire.write_frame(self.request_w, nonce, payload, deadline)
+            data = wire.read_frame(self.reply_r, nonce, limit, deadline)
+        except TimeoutError:
+            self._recover(msg_id)
+            raise AnswerError("TimeLimit", "the call ran past its time limit", from_grader=True) from None
+        except EOFError:
+            raise KernelDied() from None
+        except wire.WireError as err:
+            self._recover(msg_id)
+            raise ReplyRefused("BadReply", f"the kernel's reply broke the grader's bounds ({err})",
+                               from_grader=True) from None
+        now = time.monotonic()
+        if self._wait_shell(msg_id, max(min(deadline, now + INTERRUPT_GRACE), now + 1.0)) is None:
+            self._recover(msg_id)
+        return data
+
+    def _recover(self, msg_id: str) -> None:
+        """After a failed call: interrupt; a kernel that does not come back is unresponsive."""
+        self.interrupt()
+        if self._wait_shell(msg_id, time.monotonic() + INTERRUPT_GRACE) is None:
+            self.responsive = False
+
+    # -------------------------------------------------------------------- end
+
+    def close(self) -> RunResult:
+        result = RunResult()
+        for sock in self.sockets.values():
+            try:
+                sock.close(linger=0)
+            except Exception:
+                pass
+        if self.context is not None:
+            try:
+                self.context.term()
+            except Exception:
+                pass
+        for fd in self.path_fds + [self.request_w, self.request_r, self.reply_r]:
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        if self.box is not None:
+            if self.box.cgroup is not None:
+                peak = self.box.cgroup.peak_bytes()
+                result.memory_peak_mb = round(peak / 2 ** 20, 1) if peak else None
+                if self.box.cgroup.oom_killed():
+                    self.flags.append("reached the sandbox's memory limit")
+            result.escaped = self.box.close()
+        if self.plain is not None:
+            import signal
+
+            try:
+                os.killpg(self.plain.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            self.plain.wait()
+        if self.temp is not None:
+            import shutil
+
+            shutil.rmtree(self.temp, ignore_errors=True)
+        return result
 
 
-def _is_data(value: Any, depth: int = 0) -> bool:
-    import torch
+class Outputs:
+    """A cell's outputs, capped: at most ``limit`` characters are kept."""
 
-    if depth > 8:
-        return False
-    if value is None or isinstance(value, (bool, int, float, str, torch.Tensor)):
-        return True
-    if isinstance(value, (tuple, list)):
-        return all(_is_data(v, depth + 1) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _is_data(v, depth + 1) for k, v in value.items())
-    return False
+    def __init__(self, cell: dict, limit: int):
+        self.cell, self.limit = cell, limit
+        self.used = 0
+        self.capped = False
+        self.clear_pending = False
+        cell["outputs"] = []
+
+    def note(self, text: str) -> None:
+        self.cell["outputs"].append({"output_type": "stream", "name": "stderr", "text": text})
+
+    def add(self, kind: str, content: dict) -> None:
+        outs = self.cell["outputs"]
+        if kind == "clear_output":
+            if content.get("wait"):
+                self.clear_pending = True
+            else:
+                outs.clear()
+            return
+        if kind not in ("stream", "display_data", "execute_result", "error"):
+            return  # update_display_data, comms, ...: not kept
+        if self.clear_pending:
+            outs.clear()
+            self.clear_pending = False
+        if kind == "stream":
+            size = len(str(content.get("text", "")))
+        elif kind == "error":
+            size = len(str(content.get("evalue", ""))) + sum(len(str(t)) for t in (content.get("traceback") or [])[:50])
+        else:
+            data = content.get("data") if isinstance(content.get("data"), dict) else {}
+            size = sum(len(str(v)) for v in data.values())
+        if self.used + size > self.limit:
+            if not self.capped:
+                self.note("\n[autograder: output truncated]\n")
+                self.capped = True
+            return
+        self.used += size
+        if kind == "stream":
+            name = "stderr" if content.get("name") == "stderr" else "stdout"
+            text = str(content.get("text", ""))
+            if outs and outs[-1].get("output_type") == "stream" and outs[-1].get("name") == name:
+                outs[-1]["text"] += text
+            else:
+                outs.append({"output_type": "stream", "name": name, "text": text})
+        elif kind == "error":
+            outs.append({"output_type": "error", "ename": str(content.get("ename", ""))[:200],
+                         "evalue": str(content.get("evalue", ""))[:2000],
+                         "traceback": [str(t)[:2000] for t in (content.get("traceback") or [])[:50]]})
+        else:
+            data = content.get("data") if isinstance(content.get("data"), dict) else {}
+            output = {"output_type": kind, "data": {str(k): v for k, v in data.items()
+                                                    if isinstance(v, (str, list, dict))},
+                      "metadata": content.get("metadata") if isinstance(content.get("metadata"), dict) else {}}
+            if kind == "execute_result":
+                count = content.get("execution_count")
+                output["execution_count"] = count if isinstance(count, int) else None
+            outs.append(output)
 
 
-def plain_values(value: Any) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {"__opaque__"} and isinstance(value["__opaque__"], str):
-            return Opaque(value["__opaque__"])
-        return {k: plain_values(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return tuple(plain_values(v) for v in value)
-    if isinstance(value, list):
-        return [plain_values(v) for v in value]
-    return value
-
-
-def read_reply(path: Path, limit: int = MAX_REPLY_BYTES) -> Any:
-    """Load a file the kernel wrote: a regular file (no link), at most ``limit`` bytes, data only."""
-    import torch
-
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as err:
-        raise AnswerError("NoReply", f"the kernel wrote no answer ({err.strerror})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
-            raise AnswerError("BadReply", "the answer file is not a plain file")
-        if info.st_size > limit:
-            raise AnswerError("BadReply", f"the answer is larger than {limit // 2**20} MB")
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            data = handle.read(limit + 1)
-    finally:
-        os.close(fd)
-    try:
-        value = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
-    except Exception as err:
-        raise AnswerError("BadReply", f"the answer is not data ({type(err).__name__})") from None
-    if not isinstance(value, dict) or not isinstance(value.get("ok"), bool) or not _is_data(value):
-        raise AnswerError("BadReply", "the answer is not in the expected form")
-    return value
+# ------------------------------------------------------------------------------------------------
+# The grader's session on a kernel
+# ------------------------------------------------------------------------------------------------
 
 
 class KernelSession(Session):
-    """Asks a running kernel for values (see :mod:`.kernel_side`)."""
+    """Asks a running kernel for values: fixed requests (:mod:`.kernel_side`), data both ways."""
 
-    def __init__(self, client, exchange: Path, call_timeout: float):
-        self.client, self.exchange, self.call_timeout = client, exchange, call_timeout
-        self.counter = itertools.count(1)
-        self.responsive = True
+    def __init__(self, kernel: Kernel, options: RunOptions):
+        self.kernel, self.options = kernel, options
         self.source = ""
         self.calls = 0
+        self.tests_deadline: Optional[float] = None  # set at the first call
+        self.first_call_cell: Optional[int] = None
+        self.current_cell = -1
+        self.flags: List[str] = []
+        self.refused: List[str] = []
 
-    def run(self, code: str, **inputs: Any) -> Any:
-        import torch
+    @property
+    def responsive(self) -> bool:
+        return self.kernel.responsive
 
-        if not self.responsive:
-            raise AnswerError("KernelUnresponsive", "the notebook stopped responding")
-        number = next(self.counter)
-        request, reply = self.exchange / f"call-{number}.pt", self.exchange / f"reply-{number}.pt"
-        torch.save({"code": code, "inputs": inputs}, request)
-        os.chmod(request, 0o644)
-        self.calls += 1
-        source = ("__import__('attention_book.instructor.kernel_side', fromlist=['answer']).answer("
-                  f"get_ipython().user_ns, {str(request)!r}, {str(reply)!r})")
-        kc = self.client.kc
-        msg_id = kc.execute(source, silent=True, store_history=False, allow_stdin=False)
-        self.client.timeout = max(1, int(math.ceil(self.call_timeout)))
-        answer = self.client.wait_for_reply(msg_id)
+    def request(self, op: str, /, **payload: Any) -> dict:
+        if not self.kernel.responsive:
+            raise AnswerError("KernelUnresponsive", "the notebook stopped responding", from_grader=True)
+        now = time.monotonic()
+        if self.tests_deadline is None:
+            self.tests_deadline = now + self.options.tests_timeout
+            self.first_call_cell = self.current_cell
+        deadline = min(now + self.options.call_timeout, self.tests_deadline)
+        if deadline - now < 0.2:
+            raise AnswerError("TimeLimit", f"the hidden tests of this notebook used up their time "
+                                           f"({self.options.tests_timeout:g} s)", from_grader=True)
         try:
-            if answer is None:
-                probe = kc.execute("pass", silent=True, store_history=False, allow_stdin=False)
-                self.client.timeout = 10
-                self.responsive = self.client.wait_for_reply(probe) is not None
-                raise AnswerError("TimeLimit", f"the call ran past its time limit ({self.call_timeout:g} s)")
-            data = read_reply(reply)
-        finally:
-            for path in (request, reply):
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
-        if not data["ok"]:
-            raise answer_error(str(data.get("ename")), str(data.get("evalue")))
-        return plain_values(data["value"])
+            data = wire.encode(dict(payload, op=op), strict=True)
+        except (TypeError, wire.WireError) as err:
+            raise TypeError(f"hidden-test inputs must be tensors and plain data: {err}") from None
+        self.calls += 1
+        try:
+            raw = self.kernel.call(data, deadline, self.options.max_reply_bytes)
+        except KernelDied:
+            self.kernel.responsive = False
+            raise AnswerError("KernelDied", "the kernel died during the call", from_grader=True) from None
+        except ReplyRefused as err:
+            self._flag(err.evalue)
+            raise
+        try:
+            reply = wire.decode(raw, wire.Bounds(max_bytes=self.options.max_reply_bytes))
+        except wire.WireError as err:
+            self._flag(f"the kernel's reply broke the grader's bounds ({err})")
+            raise ReplyRefused("BadReply", f"the kernel's reply broke the grader's bounds ({err})",
+                               from_grader=True) from None
+        if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
+            self._flag("the kernel's reply is not in the expected form")
+            raise ReplyRefused("BadReply", "the kernel's reply is not in the expected form", from_grader=True)
+        if not reply["ok"]:
+            raise answer_error(str(reply.get("ename"))[:100], str(reply.get("evalue"))[:2000])
+        return reply
+
+    def _flag(self, text: str) -> None:
+        self.refused.append(text)
+        count = len(self.refused)
+        self.flags = [f"sent {count} {'reply' if count == 1 else 'replies'} the grader refused "
+                      f"(first: {self.refused[0]})"[:300]]
+
+
+# ------------------------------------------------------------------------------------------------
+# A whole notebook
+# ------------------------------------------------------------------------------------------------
 
 
 def run_notebook(cells: List[dict], points: Dict[int, List[str]], on_point: Callable[[List[str], KernelSession], None],
-                 options: RunOptions, course_root: Path, files: Optional[Dict[str, bytes]] = None) -> RunResult:
+                 options: RunOptions, course_root: Path) -> RunResult:
     """Execute ``cells`` (code cells, in order; outputs written into them) in a fresh isolated kernel.
 
     After cell ``i`` (index in ``cells``) the labels ``points[i]`` are handed to ``on_point``;
     ``points[-1]`` are handed over at the end. Never raises for the notebook's misbehaviour.
     """
-    import nbformat
-    from nbclient.exceptions import CellTimeoutError, DeadKernelError
-
     started = time.monotonic()
     result = RunResult()
-    temp = Path(tempfile.mkdtemp(prefix="ab-grade-"))
-    temp.chmod(0o755)
-    work, exchange = temp / "work", temp / "exchange"
-    box = None if options.unsafe else Sandbox(course_root, work, exchange, hidden=options.hidden_paths,
-                                              limits=options.limits)
-    if box is not None:
-        box.prepare()
-    else:
-        work.mkdir()
-        exchange.mkdir()
-    for name, data in (files or {}).items():
-        (work / name).write_bytes(data)
-        if box is not None and os.geteuid() == 0:
-            os.chown(work / name, NOBODY, NOBODY)
-    nb = nbformat.v4.new_notebook()
-    nb.cells = cells
-    client = _client_class()(
-        nb, km=_kernel_manager(box, exchange), timeout=int(math.ceil(options.timeout)), allow_errors=True,
-        interrupt_on_timeout=True,
-        error_on_timeout={"ename": TIMEOUT_ENAME, "evalue": "time limit reached", "traceback": []},
-        record_timing=False, iopub_timeout=4, shutdown_kernel="immediate",
-        resources={"metadata": {"path": str(work)}},
-    )
-    client.max_output_chars = options.max_output_chars
-    client.max_messages = options.max_messages
-    running = 0
+    kernel = Kernel(options, course_root)
     session: Optional[KernelSession] = None
+    running = 0
+    limit_text = f"the notebook ran past its time limit ({options.timeout:g} s)"
     try:
-        with client.setup_kernel(env=kernel_env(work), cwd=str(work), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL):
-            session = KernelSession(client, exchange, options.call_timeout)
-            deadline = time.monotonic() + options.timeout
-            for index, cell in enumerate(cells):
-                if cell.get("source", "").strip():
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        result.stop = f"the notebook ran past its time limit ({options.timeout:g} s)"
-                        break
-                    client.timeout = max(1, int(math.ceil(remaining)))
-                    running = index + 1
-                    try:
-                        client.execute_cell(cell, index)
-                    except CellTimeoutError:
-                        result.stop = f"the notebook ran past its time limit ({options.timeout:g} s)"
-                    if any(o.get("ename") == TIMEOUT_ENAME for o in cell.get("outputs", [])):
-                        result.stop = f"the notebook ran past its time limit ({options.timeout:g} s)"
-                if points.get(index):
-                    on_point(points[index], session)
-                if not session.responsive:
-                    result.stop = result.stop or "the notebook stopped responding"
-                if result.stop:
+        kernel.start(time.monotonic() + START_SECONDS)
+        session = KernelSession(kernel, options)
+        deadline = time.monotonic() + options.timeout
+        for index, cell in enumerate(cells):
+            session.current_cell = index
+            if cell.get("source", "").strip():
+                if time.monotonic() >= deadline:
+                    result.stop = limit_text
                     break
-            if not result.stop and points.get(-1):
-                on_point(points[-1], session)
-    except DeadKernelError:
+                running = index + 1
+                outcome = kernel.execute(cell, index, deadline, options)
+                if outcome == "timeout":
+                    result.stop = limit_text
+                elif outcome == "flood":
+                    result.truncated.append(index)
+                elif outcome == "capped":
+                    result.truncated.append(index)
+            if points.get(index) and kernel.responsive and kernel.alive():
+                on_point(points[index], session)
+            if not kernel.alive():
+                raise KernelDied()
+            if not kernel.responsive:
+                result.stop = result.stop or "the notebook stopped responding"
+            if result.stop:
+                break
+        if not result.stop and points.get(-1) and kernel.alive():
+            session.current_cell = len(cells)
+            on_point(points[-1], session)
+    except KernelDied:
         result.stop = result.stop or (f"the kernel died in cell {running} (the code crashed, exited or "
                                       "ran out of memory)")
-    except Exception as err:  # kernel failed to start, ...
+    except TimeoutError:
+        result.stop = result.stop or f"{limit_text}; it ignored the interrupt and was stopped"
+    except IsolationError as err:
+        result.stop = result.stop or f"the autograder could not run the notebook: {err}"
+    except Exception as err:  # noqa: BLE001 - a grader problem: reported, the run goes on
         result.stop = result.stop or f"the autograder could not run the notebook: {type(err).__name__}: {err}"
     finally:
-        _cleanup(client)
-        shutil.rmtree(temp, ignore_errors=True)
-    result.truncated = sorted(set(client.__dict__.get("_ab_truncated", [])))
+        closing = kernel.close()
+        result.memory_peak_mb, result.escaped = closing.memory_peak_mb, closing.escaped
+    result.flags = list(dict.fromkeys(kernel.flags + (session.flags if session else [])))
+    if session is not None:
+        result.calls = session.calls
+    flood = [i for i in result.truncated if any("more than" in str(o.get("text", "")) for o in cells[i].get("outputs", []))]
+    if flood:
+        result.flags.append(f"printed more than {options.max_messages} outputs in a cell (interrupted)")
+    first = session.first_call_cell if session is not None else None
     result.cell_errors = [
-        {"cell": i, "ename": str(o.get("ename"))[:100], "evalue": str(o.get("evalue"))[:200]}
+        {"cell": i, "ename": str(o.get("ename"))[:100],
+         "evalue": "" if first is not None and i > first else str(o.get("evalue"))[:200]}
         for i, c in enumerate(cells) for o in c.get("outputs", []) if o.get("output_type") == "error"
     ][:50]
+    if first is not None and not options.keep_all_outputs:
+        for i, cell in enumerate(cells):
+            if i > first and cell.get("outputs"):
+                cell["outputs"] = [{"output_type": "stream", "name": "stderr", "text": HIDDEN_OUTPUTS_NOTE}]
     result.seconds = round(time.monotonic() - started, 2)
     return result
-
-
-def _cleanup(client) -> None:
-    """Make sure the kernel's process (bubblewrap: the whole PID namespace with it) is gone."""
-    from jupyter_core.utils import run_sync
-
-    km = getattr(client, "km", None)
-    kc = getattr(client, "kc", None)
-    if kc is not None:
-        try:
-            kc.stop_channels()
-        except Exception:
-            pass
-    if km is not None:
-        try:
-            if run_sync(km.is_alive)():
-                run_sync(km.shutdown_kernel)(now=True)
-        except Exception:
-            pass
-    provisioner = getattr(km, "provisioner", None) if km is not None else None
-    process = getattr(provisioner, "process", None) if provisioner is not None else None
-    if process is not None and process.poll() is None:
-        try:
-            process.kill()
-            process.wait(timeout=10)
-        except Exception:
-            pass

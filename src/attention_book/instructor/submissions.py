@@ -3,8 +3,12 @@
 * Only regular ``*.ipynb`` files are graded. Dot-files, other files, folders, links and files over
   ``MAX_BYTES`` are listed as skipped, with the reason.
 * A student is the exact file name (``a b.ipynb`` and ``a_b.ipynb`` are two students); the record
-  name is the file name percent-escaped (one-to-one); two names whose records would collide on a
-  case-insensitive disk are refused with a message.
+  name is the file name's bytes percent-escaped (one-to-one); of two names whose records would
+  collide on a case-insensitive disk, the second is listed as skipped with the reason.
+* Names are shown escaped everywhere (:func:`display_name`: CSV, Markdown, terminal): a byte that
+  is not UTF-8 becomes ``\\xNN``, a control character (CR, LF, ESC, ...) ``\\xNN`` or
+  ``\\uNNNN``, a backslash two backslashes; so a name cannot add a row to ``grades.csv``, move
+  the terminal's cursor or abort the run. One odd file never stops the others from being graded.
 * The chapter of a submission is recognised from the release metadata or its exercise labels; a
   notebook of another chapter than the assignment's is flagged and scores 0.
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Tuple
@@ -23,7 +28,7 @@ from .course import Course, natural_key
 from .markup import LABEL_RE, Chapter, cell_text
 
 __all__ = ["Submission", "list_submissions", "read_notebook", "recognise_chapter", "pick_chapter",
-           "record_name", "MAX_BYTES"]
+           "record_name", "display_name", "redact_paths", "MAX_BYTES"]
 
 MAX_BYTES = 20 * 1024 * 1024
 
@@ -39,11 +44,38 @@ class Submission:
 
     @property
     def student(self) -> str:
-        return self.name[:-6] if self.name.endswith(".ipynb") else self.name
+        """The student as shown everywhere: the file name without ``.ipynb``, escaped."""
+        return display_name(self.name[:-6] if self.name.endswith(".ipynb") else self.name)
+
+
+def display_name(name: str) -> str:
+    """``name`` with every character a terminal, a CSV reader or Markdown could act on escaped
+    (one-to-one): undecodable bytes (``os.fsdecode``'s surrogates) -> ``\\xNN``, control and format
+    characters and line or paragraph separators -> ``\\xNN``/``\\uNNNN``, ``\\`` -> ``\\\\``."""
+    out = []
+    for char in name:
+        code = ord(char)
+        if char == "\\":
+            out.append("\\\\")
+        elif 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif unicodedata.category(char) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def redact_paths(text: str, paths) -> str:
+    """``text`` with the grader's own folders replaced by placeholders (``paths``: name -> path)."""
+    for name, path in sorted(paths.items(), key=lambda item: -len(str(item[1]))):
+        if path and str(path) not in ("/", "."):
+            text = text.replace(str(path), f"<{name}>")
+    return text
 
 
 def record_name(file_name: str) -> str:
-    return quote(file_name, safe="-_.") + ".json"
+    return quote(os.fsencode(file_name), safe="-_.") + ".json"
 
 
 def list_submissions(folder: Path) -> Tuple[List[Submission], List[Tuple[str, str]]]:
@@ -53,7 +85,11 @@ def list_submissions(folder: Path) -> Tuple[List[Submission], List[Tuple[str, st
     subs, skipped = [], []
     for entry in sorted(os.scandir(folder), key=lambda e: natural_key(e.name)):
         name = entry.name
-        info = entry.stat(follow_symlinks=False)
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError as err:
+            skipped.append((name, f"could not be read ({err.strerror})"))
+            continue
         if stat.S_ISLNK(info.st_mode):
             skipped.append((name, "a link, not a file (links are never followed)"))
         elif stat.S_ISDIR(info.st_mode):
@@ -67,15 +103,21 @@ def list_submissions(folder: Path) -> Tuple[List[Submission], List[Tuple[str, st
         elif info.st_size > MAX_BYTES:
             skipped.append((name, f"larger than {MAX_BYTES // 2**20} MB"))
         else:
-            subs.append(_read(folder / name, name))
+            try:
+                subs.append(_read(folder / name, name))
+            except OSError as err:
+                skipped.append((name, f"could not be read ({err.strerror})"))
     seen = {}
+    kept = []
     for sub in subs:
         key = record_name(sub.name).lower()
         if key in seen:
-            raise ValueError(f"{seen[key]!r} and {sub.name!r} differ only in upper/lower case: their records "
-                             "would collide on some disks; rename one and grade again")
+            skipped.append((sub.name, f"differs from {display_name(seen[key])} only in upper/lower case (their "
+                                      "records would collide on some disks): rename one and grade again"))
+            continue
         seen[key] = sub.name
-    return subs, skipped
+        kept.append(sub)
+    return kept, skipped
 
 
 def _read(path: Path, name: str) -> Submission:

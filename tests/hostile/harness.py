@@ -1,0 +1,87 @@
+"""Running a grader on a class of notebooks in a process of its own, and watching the machine.
+
+:func:`grade_in_process` starts ``python`` (today's grader or an earlier one, see
+``tools/hostile_before.py``) on a folder with :func:`attention_book.instructor.grade.grade_folder`
+and returns what happened: the exit status, the wall time, the grader's peak memory (``ru_maxrss``
+of that process alone, measured by a wrapper process), its terminal output and the report.
+:func:`snapshot` records a folder's files (mode, size, SHA-256) to compare before and after.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+GRADE = r'''
+import dataclasses, json, sys, time
+from pathlib import Path
+from attention_book.instructor.course import Course
+from attention_book.instructor import grade
+from attention_book.instructor.sandbox import Limits
+spec = json.loads(sys.argv[1])
+def known(cls, values):
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in values.items() if k in names}
+options = grade.GradeOptions(**known(grade.GradeOptions, spec["options"]))
+options.limits = Limits(**known(Limits, spec["limits"]))
+started = time.monotonic()
+report = grade.grade_folder(Course.load(Path(spec["root"])), Path(spec["subs"]), Path(spec["out"]), options)
+print("GRADER-REPORT " + json.dumps({"seconds": time.monotonic() - started,
+      "skipped_files": [[repr(n), w] for n, w in report.skipped_files], "graded": len(report.graded)}), flush=True)
+'''
+
+WRAP = r'''
+import resource, subprocess, sys, time, json
+started = time.monotonic()
+try:
+    done = subprocess.run(json.loads(sys.argv[1]), timeout=float(sys.argv[2]), capture_output=True)
+    code, out, err = done.returncode, done.stdout, done.stderr
+except subprocess.TimeoutExpired as exc:
+    code, out, err = "timeout", exc.stdout or b"", exc.stderr or b""
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+sys.stdout.write(json.dumps({"code": code, "seconds": time.monotonic() - started, "maxrss_mb": usage.ru_maxrss / 1024,
+                             "stdout": out.decode("utf-8", "replace")[-20000:],
+                             "stderr": err.decode("utf-8", "replace")[-200000:]}))
+'''
+
+
+def grade_in_process(root: Path, subs: Path, out: Path, options: dict, limits: dict, python: str = sys.executable,
+                     env: Optional[Dict[str, str]] = None, timeout: float = 1800) -> dict:
+    """Grade ``subs`` into ``out`` in a separate grader process; what happened, as a dict."""
+    spec = json.dumps({"root": str(root), "subs": str(subs), "out": str(out), "options": options, "limits": limits})
+    command = [python, "-c", GRADE, spec]
+    wrapper = subprocess.run([sys.executable, "-c", WRAP, json.dumps(command), str(timeout)],
+                             capture_output=True, env=env, check=False)
+    result = json.loads(wrapper.stdout.decode("utf-8"))
+    for line in result["stdout"].splitlines():
+        if line.startswith("GRADER-REPORT "):
+            result["report"] = json.loads(line[len("GRADER-REPORT "):])
+    return result
+
+
+def snapshot(folder: Path) -> Dict[str, Tuple[int, int, str]]:
+    """Every file and folder under ``folder``: (mode, size, SHA-256 of its content)."""
+    found = {}
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            info = os.lstat(path)
+            digest = ""
+            if stat.S_ISREG(info.st_mode):
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            found[str(path.relative_to(folder))] = (info.st_mode, info.st_size, digest)
+    return found
+
+
+def read_records(out: Path) -> Dict[str, dict]:
+    records = {}
+    for path in sorted((out / "records").glob("*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        records[record.get("student") or record.get("file")] = record
+    return records

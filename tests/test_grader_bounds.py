@@ -1,0 +1,367 @@
+"""The grader's bounds, one by one, without a sandbox (issue 19): fast unit tests.
+
+What a hostile kernel sends is read by :mod:`attention_book.instructor.wire` (size, depth, items,
+tensors that own their storage, frames on pipes); names are escaped one-to-one; the planning step
+has size caps and a linear pairing; the exercise's rules and "own work only" are read from the
+source; hidden tests send inputs only; error messages do not repeat value dumps. The whole
+pipeline under attack is tests/test_grader_hostile.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import struct
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+from attention_book.checks.answers import StaticAnswer
+from attention_book.checks.rules import CHAPTER_CODE_FILE, RULES, SOFTMAX_NAMES, chapter_code, rule
+from attention_book.instructor import wire
+from attention_book.instructor.course import Course
+from attention_book.instructor.hidden import LocalSession, Session, answer, shown_error
+from attention_book.instructor.kernel_side import encode_reply, handle, plain
+from attention_book.instructor.planning import MAX_CODE_CELLS, PlanRefused, plan_submission
+from attention_book.instructor.release import release_notebook
+from attention_book.instructor.remote import RemoteNamespace
+from attention_book.instructor.report import read_grades, write_outputs
+from attention_book.instructor.submissions import display_name, pick_chapter, record_name
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------------------------------------ the data format
+
+
+def test_values_round_trip():
+    value = {"a": [1, 2 ** 70, -3.5, 1 + 2j, "héllo", None, True, torch.float64],
+             "t": (torch.randn(2, 3), torch.tensor([True, False]), torch.zeros(0, 4, dtype=torch.int64),
+                   torch.randn(3, 4).T, torch.randn(2, 2, dtype=torch.bfloat16)),
+             "o": wire.Opaque("module")}
+    back = wire.decode(wire.encode(value))
+    assert back["a"] == value["a"] and back["o"] == value["o"]
+    for got, want in zip(back["t"], value["t"]):
+        assert got.dtype == want.dtype and torch.equal(got, want) and got.is_contiguous()
+    assert isinstance(back["t"], tuple) and isinstance(back["a"], list)
+
+
+@pytest.mark.parametrize("data, reason", [
+    (b"L" + struct.pack("<I", 0xFFFFFFFF) + b"N" * 64, "longer than its bytes"),
+    (b"L\x01\x00\x00\x00" * 1000 + b"N", "nested deeper"),
+    (b"U" + struct.pack("<I", 250_000) + b"N" * 250_000, "more than 200000 items"),
+    (b"X" + bytes([0, 1]) + struct.pack("<Q", int(5e8)) + b"\0" * 4, "needs 2000000000 bytes"),
+    (b"X" + bytes([0, 2]) + struct.pack("<QQ", 1 << 62, 1 << 62) + b"\0" * 8, "needs"),
+    (b"X" + bytes([99, 0]), "unknown dtype"),
+    (b"X" + bytes([0, 40]), "dimensions"),
+    (b"M" + struct.pack("<I", 1) + b"N", "not a str"),
+    (b"S" + struct.pack("<I", 2) + b"\xff\xfe", "not UTF-8"),
+    (b"NN", "bytes left"),
+    (b"Z", "unknown tag"),
+    (b"J" + struct.pack("<H", 500) + b"9" * 500, "digits"),
+    (b"Y" + struct.pack("<I", 7) + b"Storage", "unknown dtype"),
+])
+def test_replies_that_break_a_bound_are_refused_quickly(data, reason):
+    started = time.perf_counter()
+    with pytest.raises(wire.WireError, match=reason):
+        wire.decode(data)
+    assert time.perf_counter() - started < 2.0
+
+
+def test_size_is_checked_before_anything_is_read():
+    with pytest.raises(wire.WireError, match="more than 1024"):
+        wire.decode(b"N" * 2048, wire.Bounds(max_bytes=1024))
+
+
+@pytest.mark.parametrize("view", [
+    lambda: torch.zeros(1).expand(10),  # a zero stride: 4 bytes posing as 40
+    lambda: torch.zeros(8).as_strided((3, 2), (1, 1)),  # overlapping rows
+    lambda: torch.zeros(8)[::2],  # gaps
+])
+def test_tensor_views_are_refused(view):
+    with pytest.raises(wire.WireError):
+        wire.check_tensor(view())
+    wire.check_tensor(torch.randn(3, 4).T)  # a permuted dense view is fine
+
+
+def test_an_expanded_tensor_is_never_materialised_to_be_sent():
+    with pytest.raises(wire.WireError, match="more than"):
+        wire.encode(torch.zeros(1).expand(int(5e8)))
+    assert plain(torch.zeros(1).expand(int(5e8))) == wire.Opaque("tensor too large")
+
+
+def test_frames_check_nonce_length_deadline_and_end():
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    wire.write_frame(write, 7, b"abc")
+    with pytest.raises(wire.WireError, match="another call"):
+        wire.read_frame(read, 8, 100, time.monotonic() + 5)
+    wire.drain(read)
+    wire.write_frame(write, 7, b"x" * 200)
+    with pytest.raises(wire.WireError, match="more than 100"):
+        wire.read_frame(read, 7, 100, time.monotonic() + 5)
+    wire.drain(read)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        wire.read_frame(read, 7, 100, time.monotonic() + 0.3)
+    assert time.monotonic() - started < 2
+    os.write(write, b"ABW1")
+    os.close(write)
+    with pytest.raises(EOFError):
+        wire.read_frame(read, 7, 100, time.monotonic() + 5)
+    os.close(read)
+
+
+def test_the_kernel_side_sends_shared_references_as_a_bounded_tree():
+    shared = [0] * 100
+    for _ in range(7):
+        shared = [shared] * 100
+    reply = wire.decode(encode_reply({"ok": True, "value": plain(shared)}))
+    assert reply["ok"] is False and reply["ename"] == "UnsavableValue"  # refused, quickly
+
+
+def test_kernel_sockets_are_reached_without_following_links(tmp_path):
+    """A link or FIFO where the kernel's socket belongs is refused, never opened (or waited on)."""
+    import socket
+
+    from attention_book.instructor.sandbox import open_inside
+
+    folder = tmp_path / "kernel"
+    folder.mkdir()
+    target = tmp_path / "grader-file"
+    target.write_text("the grader's")
+    (folder / "k-1").symlink_to(target)
+    os.mkfifo(folder / "k-2")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(folder / "k-3"))
+    (tmp_path / "swapped").symlink_to(folder)
+    me = os.getpid()
+    with pytest.raises(OSError):
+        open_inside(me, f"{folder}/k-1")
+    started = time.monotonic()
+    with pytest.raises(OSError, match="not a socket"):
+        open_inside(me, f"{folder}/k-2")
+    assert time.monotonic() - started < 1  # a FIFO is never opened for reading or writing
+    with pytest.raises(OSError):
+        open_inside(me, f"{tmp_path}/swapped/k-3")  # a link among the folders, too
+    fd = open_inside(me, f"{folder}/k-3")
+    os.close(fd)
+    listener.close()
+    assert target.read_text() == "the grader's"
+
+
+# ------------------------------------------------------------------------------------------------ requests
+
+
+def test_hidden_tests_send_inputs_only_never_code():
+    with pytest.raises(TypeError, match="inputs only"):
+        Session().run("1 + 1")
+    for path in sorted((ROOT / "instructor" / "hidden_tests").glob("ch*.py")):
+        assert ".run(" not in path.read_text(), path.name
+    request = handle({}, {"op": "exec", "code": "1"})
+    assert request["ok"] is False and "unknown request" in request["evalue"]
+
+
+def test_in_place_changes_are_reported_not_copied_back():
+    code = "def f(x):\n    x.zero_()\n    return x + 1\n"
+    ns: dict = {}
+    exec(code, ns)  # noqa: S102 - test code
+    session = LocalSession(ns)
+    f = answer(RemoteNamespace(session), "f")
+    mine = torch.ones(3)
+    assert torch.equal(f(mine), torch.ones(3)) and torch.equal(mine, torch.ones(3))
+    assert f.mutated == ["argument 1"]
+
+
+def test_error_messages_do_not_repeat_value_dumps():
+    assert shown_error("RuntimeError", "The size of tensor a (4) must match the size of tensor b (3)") == (
+        "RuntimeError: The size of tensor a (4) must match the size of tensor b (3)")
+    assert "not repeated" in shown_error("ValueError", "tensor([[ 0.1234, -1.2345, 2.3456]])")
+    assert "not repeated" in shown_error("ValueError", "share 0.995 for target 0")  # one input is one too many
+    assert shown_error("ValueError", "temperature must be > 0") == "ValueError: temperature must be > 0"
+    assert shown_error("Leak2024", "x").startswith("an exception")
+
+
+# ------------------------------------------------------------------------------------------------ names
+
+
+NAMES = ["alice", "a\rb", "a\nb", "x\x1b[31mred", os.fsdecode(b"\xff\xfeab"), "back\\slash", "é ü", "a\u2028b",
+         "a\u202eb", "a\\x0db"]
+
+
+def test_names_are_escaped_one_to_one():
+    shown = [display_name(n) for n in NAMES]
+    assert len(set(shown)) == len(NAMES) and len({record_name(n) for n in NAMES}) == len(NAMES)
+    for text in shown:
+        assert all(ch.isprintable() for ch in text) and not any(0xDC80 <= ord(ch) <= 0xDCFF for ch in text)
+    assert display_name("é ü") == "é ü"
+
+
+def test_grades_with_odd_names_read_back(tmp_path):
+    rows = [[display_name(n), "ex-99-x", "Exercise 99.1", "1", "2", "msg\rwith\x1b[2Jescapes", ""] for n in NAMES]
+    csv_path, summary = write_outputs(tmp_path, "t", rows, [], [], "points.toml")
+    back = read_grades(csv_path)
+    assert set(name for name, _ in back) == {display_name(n) for n in NAMES}
+    assert "\x1b" not in summary.read_text()
+
+
+# ------------------------------------------------------------------------------------------------ planning
+
+
+@pytest.fixture(scope="module")
+def chapter3():
+    course = Course.load(ROOT)
+    chapter = pick_chapter(course, "03")
+    source = nbformat.read(str(ROOT / chapter.path), as_version=4)
+    release = release_notebook(source, chapter, course.context())
+    labels = [ex.label for ex in chapter.exercises if ex.answer_cells and course.points_for(ex.label) > 0]
+    return course, chapter, source, release, labels
+
+
+def test_planning_refuses_notebooks_over_its_caps(chapter3):
+    _, chapter, _, release, labels = chapter3
+    nb = copy.deepcopy(release)
+    nb["cells"] += [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": "1"}
+                    for _ in range(MAX_CODE_CELLS + 1)]
+    with pytest.raises(PlanRefused, match="code cells"):
+        plan_submission(nbformat.from_dict(nb), release, chapter, labels)
+
+
+def test_planning_a_huge_edited_notebook_takes_seconds(chapter3):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from hostile.round2 import ROUND2
+
+    course, chapter, source, release, labels = chapter3
+    nb = ROUND2["huge-plan"].build(source=source, release=release, chapter=chapter, other=None)
+    assert len(json.dumps(nb)) > 1_500_000
+    started = time.perf_counter()
+    plan = plan_submission(nbformat.from_dict(nb), release, chapter, labels)
+    assert time.perf_counter() - started < 20 and plan.cells
+
+
+def _answered(chapter, release, bodies):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from hostile.round2 import _with_answers
+
+    return nbformat.from_dict(_with_answers(release, chapter, bodies))
+
+
+def test_rules_and_own_work_are_read_from_the_source(chapter3):
+    _, chapter, source, release, labels = chapter3
+    plan = plan_submission(_answered(chapter, release, {
+        "ex-03-stable-softmax": "return torch.softmax(scores, dim=dim)",
+        "ex-03-scaled-weights": "return scaled_attention_weights(queries, keys)",
+        "ex-03-temperature": "sm = stable_softmax\nreturn sm(scores / temperature)",
+    }), release, chapter, labels)
+    assert "torch.softmax" in plan.zero["ex-03-stable-softmax"]
+    assert "scaled_attention_weights" in plan.zero["ex-03-scaled-weights"]
+    assert "stable_softmax" in plan.zero["ex-03-temperature"]
+    assert "ex-03-attend" not in plan.zero
+    solved = plan_submission(nbformat.from_dict(copy.deepcopy(source)), release, chapter, labels)
+    assert solved.zero == {}, solved.zero
+
+
+def test_a_definition_moved_to_an_added_cell_is_read_too(chapter3):
+    _, chapter, _, release, labels = chapter3
+    nb = copy.deepcopy(release)
+    index = next(i for i, cell in enumerate(nb["cells"])
+                 if ((cell.get("metadata") or {}).get("attention_book") or {}).get("role") == "answer")
+    nb["cells"].insert(index + 1, {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                                   "source": "def my_softmax(scores, dim=-1):\n    return scores.softmax(dim)\n"})
+    plan = plan_submission(nbformat.from_dict(nb), release, chapter, labels)
+    assert "softmax" in plan.zero["ex-03-stable-softmax"]
+
+
+def test_an_answer_that_drops_its_definition_scores_zero(chapter3):
+    _, chapter, _, release, labels = chapter3
+    nb = copy.deepcopy(release)
+    for cell in nb["cells"]:
+        info = (cell.get("metadata") or {}).get("attention_book") or {}
+        if info.get("exercise") == "ex-03-scaled-weights" and info.get("role") == "answer":
+            cell["source"] = "# nothing here\n"
+    plan = plan_submission(nbformat.from_dict(nb), release, chapter, labels)
+    assert "does not define `scaled_weights`" in plan.zero["ex-03-scaled-weights"]
+
+
+@pytest.mark.parametrize("code, forbidden, chapter_names", [
+    ("def my_softmax(scores, dim=-1):\n    count = scores.exp()\n    return count / count.sum(dim, keepdim=True)",
+     [], []),
+    ("def my_softmax(scores, dim=-1):\n    return torch.softmax(scores, dim)", ["torch.softmax", "softmax"], []),
+    ("def my_softmax(scores, dim=-1):\n    return F.softmax(scores, dim)",
+     ["torch.nn.functional.softmax", "F.softmax", "softmax"], []),
+    ("def my_softmax(scores, dim=-1):\n    return scores.softmax(dim)", ["softmax"], []),
+    ("sm = torch.softmax\ndef my_softmax(scores, dim=-1):\n    return sm(scores, dim)", ["torch.softmax", "softmax"], []),
+    ("my_softmax = stable_softmax", [], ["stable_softmax"]),
+    ("import functools\nmy_softmax = functools.partial(stable_softmax, dim=-1)", [], ["stable_softmax"]),
+    ("def my_softmax(scores, dim=-1):\n    return helper(scores, dim)", ["torch.nn.functional.softmax", "F.softmax",
+                                                                        "softmax"], []),
+    ("def my_softmax(scores, dim=-1):\n    return count(scores)", [], ["count"]),
+    ("def stable_softmax(s, dim=-1):\n    e = (s - s.amax(dim, keepdim=True)).exp()\n"
+     "    return e / e.sum(dim, keepdim=True)\nmy_softmax = stable_softmax", [], []),
+])
+def test_static_rules(code, forbidden, chapter_names):
+    course = ["import torch\nimport torch.nn.functional as F\nfrom attention_book.softmax import stable_softmax\n"
+              "def count(x):\n    return 1\n"]
+    added = ["def helper(s, d):\n    return torch.nn.functional.softmax(s, d)\n"]
+    static = StaticAnswer([code], [code] + added, course)
+    names = [n for n in SOFTMAX_NAMES if n in ("torch.softmax", "torch.nn.functional.softmax", "F.softmax", "softmax")]
+    assert static.forbidden(names) == forbidden
+    assert static.chapter_names(["stable_softmax", "count", "heatmap"]) == chapter_names
+
+
+@pytest.mark.parametrize("code, dynamic", [
+    ("def f(x):\n    return globals()['stable_' + 'softmax'](x)", ["globals"]),
+    ("import torch\ndef f(x):\n    return getattr(torch, 'soft' + 'max')(x, -1)", ["getattr"]),
+    ("def f(x):\n    return eval('x.exp()')", ["eval"]),
+    ("import importlib\ndef f(x):\n    return importlib.import_module('torch').softmax(x, -1)",
+     ["importlib.import_module"]),
+    ("def f(module):\n    return getattr(module, 'weight')", []),  # a constant name is plain code
+])
+def test_code_made_at_run_time_is_noticed(code, dynamic):
+    assert StaticAnswer([code], [code], []).dynamic == dynamic
+
+
+def test_chapter_code_list_is_up_to_date():
+    from attention_book.instructor.own_work import render
+
+    assert CHAPTER_CODE_FILE.read_text(encoding="utf-8") == render(Course.load(ROOT)), (
+        "src/attention_book/checks/chapter_code.json is out of date: run "
+        "`.venv/bin/python -m attention_book.instructor.own_work --write`")
+    assert "stable_softmax" in chapter_code("ex-03-temperature")
+    assert rule("ex-03-stable-softmax").forbidden == SOFTMAX_NAMES
+    assert set(RULES) <= set(json.loads(CHAPTER_CODE_FILE.read_text()))
+
+
+@pytest.mark.parametrize("number", [1, 2, 3, 4, 5, 6, 7, 8, 10])
+def test_every_chapter_solution_keeps_every_rule(number):
+    """The rules read from the source never refuse the course's own solutions."""
+    course = Course.load(ROOT)
+    chapter = next((c for c in course.chapters if c.number == number), None)
+    if chapter is None:
+        pytest.skip(f"no chapter {number} in this checkout")
+    source = nbformat.read(str(ROOT / chapter.path), as_version=4)
+    release = release_notebook(source, chapter, course.context())
+    labels = [ex.label for ex in chapter.exercises if ex.answer_cells and course.points_for(ex.label) > 0]
+    plan = plan_submission(nbformat.from_dict(copy.deepcopy(source)), release, chapter, labels)
+    assert plan.zero == {}, plan.zero
+
+
+def test_a_contiguous_tensor_with_odd_strides_travels():
+    """A (1, 1) view of a transposed matrix counts as contiguous but has stride (1, 3): it is
+    data like any other (found by chapter 9's Conv1D exercise, whose answers return such views)."""
+    import torch
+
+    from attention_book.instructor import wire
+
+    view = torch.randn(1, 3).T.split(1, dim=0)[0]
+    assert view.is_contiguous() and view.stride() == (1, 3)
+    back = wire.decode(wire.encode(view))
+    assert torch.equal(back, view)
