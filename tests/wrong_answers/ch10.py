@@ -182,7 +182,7 @@ ROPE = [
           + "    return torch.stack((a * angles.cos() - b * angles.sin(),\n"
           "                        a * angles.sin() + b * angles.cos()), dim=-1)\n",
           "flatten it back"),
-    _rope("returns-x", "    return x\n", "this check counts once", non_attempt=True),
+    _rope("returns-x", "    return x\n", "not checked until the values are right", non_attempt=True),
 ]
 
 
@@ -222,7 +222,7 @@ GQA = [
     _gqa("averages-the-queries-of-a-group",
          "    queries = queries.unflatten(1, (H_kv, groups)).mean(dim=2)\n" + _attend(),
          "the queries' shape"),
-    _gqa("returns-queries", "    return queries\n", "this check counts once", non_attempt=True),
+    _gqa("returns-queries", "    return queries\n", "not checked until the values are right", non_attempt=True),
 ]
 
 WRONG_ANSWERS = {
