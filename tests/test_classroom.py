@@ -467,8 +467,10 @@ def test_no_verdict_of_a_wrong_answer_shows_a_solution_line_or_a_line_of_the_che
                 verdict = check(*[namespace[n] for n in names])
                 text = str(verdict)
                 checked += 1
+                # the student's own line, quoted back to them ("line 5 of your code: `...`"), is no leak
+                shown = _norm(re.sub(r"line \d+ of your code: `[^`]*`", "", text))
                 problems += [(ex.label, wrong.name, "solution line", line) for line in secret[ex.label]
-                             if line in _norm(text)]
+                             if line in shown]
                 if re.search(r"line \d+", text) and "of your code" not in text:
                     problems.append((ex.label, wrong.name, "a line of the checks", text))
                 for _, hint in verdict.failed:

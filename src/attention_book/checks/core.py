@@ -173,9 +173,12 @@ class Verdict:
                 out.append(("WAIT", name, hints[name]))
             elif name in hints:
                 hint = hints[name]
-                earlier = next((h for h in seen if hint.startswith(h)), None)
-                if earlier is not None:  # the same words again, perhaps with an addition
-                    hint = SAME_HINT + hint[len(earlier):]
+                # the same words again, perhaps with an addition before or after them
+                earlier = next((h for h in seen if hint.startswith(h) or (len(h) > 20 and h in hint)), None)
+                if earlier is not None:
+                    hint = hint.replace(earlier, SAME_HINT, 1)
+                elif len(hint) > 20 and any(hint in h for h in seen):  # said above with more words
+                    hint = SAME_HINT
                 else:
                     seen.append(hint)
                 out.append(("FAIL", name, hint))
