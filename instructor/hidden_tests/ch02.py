@@ -59,10 +59,10 @@ def score_loop_single_token(ns):
         queries, keys = _randn(T_q, 3, seed=22), _randn(T_k, 3, seed=23)
         result = scores_by_loop(queries, keys)
         if not isinstance(result, torch.Tensor) or tuple(result.shape) != (T_q, T_k):
-            raise Hint(f"{T_q} query(s) and {T_k} key(s) must give a ({T_q}, {T_k}) matrix, got "
+            raise Hint(f"{T_q} {'query' if T_q == 1 else 'queries'} and {T_k} key{'' if T_k == 1 else 's'} must give a ({T_q}, {T_k}) matrix, got "
                        f"{_shape(result)}: keep both dimensions even when one of them is 1 (no .squeeze())")
         if not torch.allclose(result.detach(), queries @ keys.T, atol=1e-5):
-            raise Hint(f"for {T_q} query(s) and {T_k} key(s) the values differ from the dot products "
+            raise Hint(f"for {T_q} {'query' if T_q == 1 else 'queries'} and {T_k} key{'' if T_k == 1 else 's'} the values differ from the dot products "
                        "queries[i] . keys[j]")
 
 

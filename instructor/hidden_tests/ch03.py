@@ -78,11 +78,11 @@ def scaled_single_token(ns):
         queries, keys = _randn(T_q, 8, seed=3), _randn(T_k, 8, seed=4)
         result = _tensor(scaled_weights(queries, keys), "scaled_weights")
         if tuple(result.shape) != (T_q, T_k):
-            raise Hint(f"{T_q} query(s) and {T_k} key(s) must give ({T_q}, {T_k}) weights, got "
+            raise Hint(f"{T_q} {'query' if T_q == 1 else 'queries'} and {T_k} key{'' if T_k == 1 else 's'} must give ({T_q}, {T_k}) weights, got "
                        f"{tuple(result.shape)}: keep both dimensions (no .squeeze())")
         expected = torch.softmax(queries @ keys.T / math.sqrt(8), dim=-1)
         if not torch.allclose(result, expected, atol=1e-5):
-            raise Hint(f"for {T_q} query(s) and {T_k} key(s) the weights differ from "
+            raise Hint(f"for {T_q} {'query' if T_q == 1 else 'queries'} and {T_k} key{'' if T_k == 1 else 's'} the weights differ from "
                        "softmax(queries @ keys.T / sqrt(d_k), dim=-1); with one key every weight is 1")
 
 

@@ -12,6 +12,7 @@ import math
 from typing import Dict, List, Optional, Tuple
 
 from .hidden import HiddenTest
+from .report import plural
 
 __all__ = ["score_exercise"]
 
@@ -59,8 +60,8 @@ def score_exercise(results: Optional[List[dict]], tests: List[HiddenTest], max_p
     if missing == len(tests):
         return finish(0.0, reason or "not evaluated")
     if missing:
-        hints.append(f"{missing} test(s) not run: {reason or 'the notebook stopped'}")
+        hints.append(f"{plural(missing, 'test')} not run: {reason or 'the notebook stopped'}")
     count = f"{passed:g}/{total:g} test weight passed"
     if passed == total:
-        return finish(max_points, f"all {len(tests)} tests passed")
+        return finish(max_points, "the test passed" if len(tests) == 1 else f"all {len(tests)} tests passed")
     return finish(max_points * passed / total, count + ("; " + "; ".join(hints) if hints else ""))
