@@ -59,20 +59,17 @@ def execute_notebook(path: Path, cwd: Path = None, timeout: int = 300, kernel_na
     notebook = nbformat.read(str(path), as_version=4)
     client = NotebookClient(notebook, timeout=timeout, kernel_name=kernel_name, allow_errors=allow_errors,
                             resources={"metadata": {"path": str(cwd or path.parent)}})
-    saved = {}
-    for key, value in (env_updates or {}).items():
-        saved[key] = os.environ.get(key)
-        os.environ[key] = value
-    try:
-        start = time.perf_counter()
+    # env_updates reach the kernel's environment only (os.environ stays as it is, so runs in
+    # parallel threads cannot see each other's changes); a kernel spec found through
+    # JUPYTER_PATH needs that variable in this process too (set it for the whole module).
+    if env_updates and "JUPYTER_PATH" in env_updates and os.environ.get("JUPYTER_PATH") != env_updates["JUPYTER_PATH"]:
+        raise ValueError("set JUPYTER_PATH in this process before executing with its kernel spec")
+    start = time.perf_counter()
+    if env_updates:
+        client.execute(env=dict(os.environ, **env_updates))
+    else:
         client.execute()
-        return notebook, time.perf_counter() - start
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    return notebook, time.perf_counter() - start
 
 
 def printed_text(notebook) -> str:
@@ -95,3 +92,31 @@ def printed_text(notebook) -> str:
                 if "text/plain" in data and not ({"image/png", "application/vnd.jupyter.widget-view+json"} & set(data)):
                     chunks.append(f"[{index}] {data['text/plain']}")
     return "\n".join(chunks)
+
+
+class NotebookRuns:
+    """Notebooks executed two at a time in the background, each result waited for by its own test.
+
+    The chapters compute on one thread (chapters 8-10 set it on a CPU), so a 2-core machine runs
+    two fresh kernels side by side in about the time of one: a module-scoped fixture submits every
+    notebook at once and each parametrized test takes its own result (``result(key)``), or the
+    exception its run raised. ``first``: a key that must finish before the others start (e.g. the
+    run that installs a package the others then find installed)."""
+
+    def __init__(self, jobs, first=None, workers: int = 2):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.pool = ThreadPoolExecutor(max_workers=workers)
+        self.futures = {}
+        if first is not None:
+            self.futures[first] = self.pool.submit(jobs[first])
+            self.futures[first].exception()  # wait for it (its error is raised by its own test)
+        for key, job in jobs.items():
+            if key not in self.futures:
+                self.futures[key] = self.pool.submit(job)
+
+    def result(self, key):
+        return self.futures[key].result()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)

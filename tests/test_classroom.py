@@ -345,7 +345,7 @@ def test_reference_values_are_computed_again_when_the_hidden_tests_change(classr
     edited = grade_folder(Course.load(root), subs, out, GradeOptions(chapter="99", quiet=True))
     assert (first.references_cached, cached.references_cached, edited.references_cached) == (False, True, False)
     assert first.reference_seconds > 0 and cached.reference_seconds == 0 and edited.reference_seconds > 0
-    assert len(list((out / ".cache").glob("reference-*.pt"))) == 1
+    assert len(list((out / ".cache").glob("reference-*"))) == 1
 
 
 # ------------------------------------------------------------------------------------------------ self-checks

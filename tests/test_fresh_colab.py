@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from helpers import ROOT, chapter_notebooks, execute_notebook, repository_url
+from helpers import ROOT, NotebookRuns, chapter_notebooks, execute_notebook, repository_url
 
 COLAB_PACKAGES = ["numpy", "matplotlib", "ipywidgets", "ipykernel"]
 TORCH_SPEC = os.environ.get("TORCH_SPEC", "torch==2.13.0")
@@ -62,22 +62,48 @@ def colab(tmp_path_factory):
 
     gitconfig = base / "gitconfig"
     gitconfig.write_text(f'[url "file://{snapshot}"]\n\tinsteadOf = {repository_url()}\n')
-    yield {
-        "JUPYTER_PATH": str(base / "jupyter"),
-        "GIT_CONFIG_GLOBAL": str(gitconfig),
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        "PYTHONNOUSERSITE": "1",
-    }, python
+    saved = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = str(base / "jupyter")  # where this process finds the "colab" kernel
+    try:
+        yield {
+            "JUPYTER_PATH": str(base / "jupyter"),
+            "GIT_CONFIG_GLOBAL": str(gitconfig),
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "PYTHONNOUSERSITE": "1",
+        }, python
+    finally:
+        if saved is None:
+            os.environ.pop("JUPYTER_PATH", None)
+        else:
+            os.environ["JUPYTER_PATH"] = saved
+
+
+@pytest.fixture(scope="module")
+def chapter_runs(colab, tmp_path_factory):
+    """Every chapter alone in its own folder, run in the Colab-like kernel two at a time; the first
+    chapter runs alone first (its setup cell installs the package; the others find it)."""
+    env_updates, _ = colab
+
+    def job(path):
+        folder = tmp_path_factory.mktemp(path.stem)
+        alone = folder / path.name
+        shutil.copy2(path, alone)
+        assert sorted(p.name for p in folder.iterdir()) == [path.name]
+        notebook, _ = execute_notebook(alone, cwd=folder, kernel_name="colab", env_updates=env_updates,
+                                       timeout=600)
+        return notebook
+
+    paths = chapter_notebooks()
+    runs = NotebookRuns({path: (lambda path=path: job(path)) for path in paths}, first=paths[0])
+    yield runs
+    runs.close()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", chapter_notebooks(), ids=[p.stem for p in chapter_notebooks()])
-def test_chapter_runs_in_a_fresh_colab_like_runtime(path, colab, tmp_path):
-    env_updates, python = colab
-    alone = tmp_path / path.name
-    shutil.copy2(path, alone)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
-    notebook, _ = execute_notebook(alone, cwd=tmp_path, kernel_name="colab", env_updates=env_updates, timeout=600)
+def test_chapter_runs_in_a_fresh_colab_like_runtime(path, colab, chapter_runs):
+    _, python = colab
+    notebook = chapter_runs.result(path)
     setup_cell = next(c for c in notebook.cells if c.cell_type == "code")
     first_output = "".join(o.get("text", "") for o in setup_cell.outputs if o.output_type == "stream")
     assert "Using device:" in first_output, "the setup cell must say which device it picked"

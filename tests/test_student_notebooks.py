@@ -15,7 +15,7 @@ import sys
 import nbformat
 import pytest
 
-from helpers import ROOT, execute_notebook
+from helpers import ROOT, NotebookRuns, execute_notebook
 
 sys.path.insert(0, str(ROOT / "tools"))
 
@@ -123,13 +123,25 @@ def test_student_text_replaces_only_the_dropdown_sentence():
     assert student_text("Nothing to change here.\n\nReally.") == "Nothing to change here.\n\nReally."
 
 
+@pytest.fixture(scope="module")
+def student_runs(tmp_path_factory):
+    """Every student notebook, each in a fresh kernel and its own folder, two at a time."""
+    def job(chapter):
+        folder = tmp_path_factory.mktemp(f"student-{chapter.stem}")
+        return execute_notebook(student_path(chapter), cwd=folder, timeout=600, allow_errors=True)[0]
+
+    runs = NotebookRuns({chapter.stem: (lambda chapter=chapter: job(chapter)) for chapter in CHAPTERS})
+    yield runs
+    runs.close()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.stem for c in CHAPTERS])
-def test_student_notebook_runs_and_every_check_says_not_implemented(chapter, tmp_path):
+def test_student_notebook_runs_and_every_check_says_not_implemented(chapter, student_runs):
     """Top to bottom in a fresh kernel: no error at all, and each coding exercise's self-check
     prints "Exercise N.M: ... not implemented yet"."""
     path = student_path(chapter)
-    notebook, seconds = execute_notebook(path, cwd=tmp_path, timeout=600, allow_errors=True)
+    notebook = student_runs.result(chapter.stem)
     errors = [(index, output.ename, output.evalue) for index, cell in enumerate(notebook.cells)
               if cell.cell_type == "code" for output in cell.outputs if output.output_type == "error"]
     assert errors == [], f"{path.name}: cells raised {errors}"
