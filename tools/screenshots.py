@@ -1,0 +1,105 @@
+"""Named screenshots of the built site, for before/after comparisons in issue notes.
+
+    python tools/screenshots.py --prefix after [--site _build/html] [--out _build/screenshots]
+
+Each view is what a reader sees at one place (a width, a colour scheme, a click). Run it on two
+builds (e.g. main before a change and the branch after it) with prefixes ``before`` and ``after``
+and compare the PNGs of the same name. Needs ``make book`` and the browser-test setup (Chromium,
+Playwright and the local MathJax copy that ``make test`` installs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import browser  # noqa: E402  (tests/browser.py: local server, MathJax from the npm copy)
+
+PHONE = {"width": 390, "height": 844}
+LAPTOP = {"width": 1280, "height": 900}
+CH03 = "notebooks/03_softmax_and_scaling.html"
+CH05 = "notebooks/05_multi_head_attention.html"
+CH10 = "notebooks/10_attention_at_scale.html"
+EXPLORERS = "book/explorers.html"
+
+
+def element(page, selector: str, index: int = 0):
+    found = page.locator(f"{selector} >> visible=true").nth(index)
+    found.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    return found
+
+
+def chapter_list_opened(page):
+    toggles = page.locator("button.primary-toggle")
+    shown = [toggles.nth(i) for i in range(toggles.count()) if toggles.nth(i).is_visible()]
+    shown[0].click()
+    page.wait_for_timeout(600)
+    return page
+
+
+def first_solution_opened(page):
+    solution = element(page, "div.solution.dropdown")
+    solution.locator("summary, .admonition-title").first.click()
+    page.wait_for_timeout(400)
+    return solution
+
+
+# name -> (page, viewport, colour scheme, what to capture: None = the viewport)
+VIEWS = {
+    "nav-phone-390-chapter-list-toggle-clicked": (CH03, PHONE, "light", chapter_list_opened),
+    "ch05-top-1280": (CH05, LAPTOP, "light", None),
+    "ch05-figure-2-1280": (CH05, LAPTOP, "light", lambda p: element(p, "main img", 1)),
+    "ch05-figure-5-1280": (CH05, LAPTOP, "light", lambda p: element(p, "main img", 4)),
+    "ch05-first-solution-opened-1280": (CH05, LAPTOP, "light", first_solution_opened),
+    "dark-ch03-self-check-1280": (
+        CH03, LAPTOP, "dark", lambda p: element(p, ".cell_output:has-text('PASS')")),
+    "dark-ch10-table-1280": (CH10, LAPTOP, "dark", lambda p: element(p, "main table")),
+    "explorer-heads-1280": (
+        EXPLORERS, LAPTOP, "light", lambda p: element(p, "[data-explorer-root=heads]")),
+    "explorer-dk-390": (EXPLORERS, PHONE, "light", lambda p: element(p, "[data-explorer-root=dk]")),
+    "explorer-mask-390": (
+        EXPLORERS, PHONE, "light", lambda p: element(p, "[data-explorer-root=mask]")),
+    "explorer-sampling-1280": (
+        EXPLORERS, LAPTOP, "dark", lambda p: element(p, "[data-explorer-root=sampling]")),
+    "landing-diagram-390": (
+        "book/index.html", PHONE, "light", lambda p: element(p, "picture, .landing img")),
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prefix", required=True, help="e.g. before or after")
+    parser.add_argument("--site", type=Path, default=ROOT / "_build" / "html")
+    parser.add_argument("--out", type=Path, default=ROOT / "_build" / "screenshots")
+    args = parser.parse_args()
+    if not (args.site / "index.html").is_file():
+        parser.error(f"--site {args.site}: no index.html there; build the book first (make book)")
+    chromium = browser.find_chromium()
+    if chromium is None:
+        parser.error("no Chromium found; install it (tools/setup.sh) or set CHROMIUM")
+    from playwright.sync_api import sync_playwright
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    with browser.serve(args.site) as url, sync_playwright() as playwright:
+        chrome = browser.launch(playwright, chromium)
+        for name, (path, viewport, scheme, capture) in VIEWS.items():
+            page = browser.open_recorded_page(chrome, f"{url}/{path}", browser.MATHJAX_DIR,
+                                              viewport=viewport, color_scheme=scheme)
+            page.wait_for_timeout(800)  # explorers render after load
+            target = capture(page) if capture else None
+            shot = args.out / f"{args.prefix}-{name}.png"
+            shown = page if target is None or target is page else target
+            shown.screenshot(path=str(shot))
+            print(shot)
+            page.context.close()
+        chrome.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
