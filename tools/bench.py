@@ -67,13 +67,20 @@ def bench_build() -> None:
     write("build", "Book build", ["what", "seconds", "target", "status"], rows)
 
 
+# Seconds a chapter may take top to bottom on a CPU: 30, except the chapter that trains a GPT on
+# real text (its issue allows about 2 minutes of training on a CPU).
+NOTEBOOK_TARGETS = {"09_gpt": 120}
+
+
 def bench_notebooks() -> None:
     from helpers import book_notebooks, execute_notebook
 
     rows = []
     for path in book_notebooks():
         _, seconds = execute_notebook(path)
-        rows.append([path.relative_to(ROOT), f"{seconds:.1f}", "< 30 s", "ok" if seconds < 30 else "OVER"])
+        target = NOTEBOOK_TARGETS.get(path.stem, 30)
+        rows.append([path.relative_to(ROOT), f"{seconds:.1f}", f"< {target} s",
+                     "ok" if seconds < target else "OVER"])
     write("notebooks", "Notebook execution (fresh kernel, top to bottom)", ["notebook", "seconds", "target", ""], rows)
 
 

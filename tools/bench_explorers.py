@@ -42,7 +42,12 @@ CONTROLS = [
     ("mask", "query_index", "slider"),
     ("mask", "causal", "checkbox"),
     ("playback", "snapshot_index", "slider"),
+    ("sampling", "temperature", "slider"),
+    ("sampling", "top_k", "slider"),
+    ("sampling", "top_p", "slider"),
 ]
+# what each explorer has drawn once it is ready to be measured
+READY = {"sampling": "tr.abx-dist-row[data-prob]"}
 EXPLORER_HTML = re.compile(r'<div class="abx-static".*?</script>', re.S)
 WIDGET_STATE = re.compile(r'<script type="application/vnd.jupyter.widget-state\+json">.*?</script>', re.S)
 
@@ -121,7 +126,8 @@ def measure_latency(site: Path, repeats: int):
         page = open_recorded_page(browser, f"{url}/{DEMO_PAGE}", MATHJAX_DIR,
                                   wait_for_math=(MATHJAX_DIR / "es5").is_dir())
         for kind in {kind for kind, _, _ in CONTROLS}:
-            page.wait_for_selector(f'[data-explorer="{kind}"] td.abx-cell[data-weight]', state="attached", timeout=15_000)
+            ready = READY.get(kind, "td.abx-cell[data-weight]")
+            page.wait_for_selector(f'[data-explorer="{kind}"] {ready}', state="attached", timeout=15_000)
         for kind, name, control_type in CONTROLS:
             page.evaluate(MEASURE_JS, {"kind": kind, "name": name, "type": control_type, "repeats": 20})  # warm-up
             times = page.evaluate(MEASURE_JS, {"kind": kind, "name": name, "type": control_type,
