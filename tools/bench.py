@@ -8,7 +8,10 @@ Parts:
   notebooks  each chapter's execution time in a fresh kernel
   explorers  tools/bench_explorers.py  (latency in Chromium, bytes per page)
   training   tools/bench_training.py   (chapter 8: steps and time to 100% accuracy)
-  instructor tools/bench_instructor.py (release time, grading throughput)
+  gpt        tools/bench_gpt.py        (chapter 9 over seeds 0-4: held-out losses, heads; ~5 min)
+  instructor tools/bench_instructor.py --grader new (grading throughput, grader peak memory; its
+             --old-root compares with an older checkout of the grader)
+  classroom  tools/bench_classroom.py  (30 chapter-3 notebooks: first run, rerun, one student)
   scale      tools/bench_scale.py      (chapter 10 sweep), when present
   reference  tools/bench_scale.py --reference (chapter 10's timing cells, many repeats: the
              reference table printed by the chapter; run it on a quiet machine)
@@ -97,7 +100,9 @@ PARTS = {
     "notebooks": bench_notebooks,
     "explorers": lambda: run_script("explorers"),
     "training": lambda: run_script("training"),
-    "instructor": lambda: run_script("instructor"),
+    "gpt": lambda: run_script("gpt"),
+    "instructor": lambda: run_script("instructor", "--grader", "new"),
+    "classroom": lambda: run_script("classroom"),
     "scale": lambda: run_script("scale"),
     "reference": lambda: run_script("scale", "--reference"),
 }
