@@ -11,7 +11,7 @@ from attention_book.functional import scaled_dot_product_attention
 from attention_book.gqa import GroupedQueryAttention, repeat_kv
 from attention_book.kv_cache import KVCache
 from attention_book.multihead import MultiHeadAttention
-from attention_book.positions import apply_rope, next_positions, positions_from_padding
+from attention_book.positions import next_positions, positions_from_padding
 
 FAST = settings(max_examples=25, deadline=None)
 

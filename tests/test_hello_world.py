@@ -16,7 +16,6 @@ from attention_book.hello_world import (
     HELLO_WORLD,
     SIX_SENTENCES,
     HelloWorldModel,
-    _progress_default,
     configure_optimizer,
     encode_texts,
     generate,
@@ -26,6 +25,7 @@ from attention_book.hello_world import (
     train,
     train_recipe,
 )
+from attention_book.training import progress_default
 
 SMALL_VOCAB = 30
 
@@ -267,9 +267,9 @@ def test_train_rejects_bad_input():
 
 def test_progress_bar_is_off_in_the_book_build(monkeypatch):
     monkeypatch.setenv("ATTENTION_BOOK_STATIC", "1")
-    assert _progress_default() is False
+    assert progress_default() is False
     monkeypatch.delenv("ATTENTION_BOOK_STATIC")
-    assert _progress_default() is True
+    assert progress_default() is True
 
 
 def test_stage_1_learns_hello_world(gpt2_tokenizer):

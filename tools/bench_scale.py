@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from attention_book.benchmark import (  # noqa: E402
     IMPLEMENTATIONS,
+    Table,
     benchmark_table,
     plot_benchmark,
     sweep,
@@ -39,7 +40,6 @@ from attention_book.measure import (  # noqa: E402
     compare,
     matmul_gflops,
     memory_bandwidth,
-    time_call,
 )
 
 SLOW = ("wrapper", "MHA")
@@ -226,10 +226,7 @@ def reference(repeats: int, out: Path) -> int:
              f"Machine: {machine(device)}", f"Load average (1 min): {load_before:.2f} before, "
              f"{load_after:.2f} after.", ""]
     for title, (header, rows) in tables.items():
-        lines += [f"## {title}", "", "| " + " | ".join(map(str, header)) + " |",
-                  "|" + "---|" * len(header)]
-        lines += ["| " + " | ".join(map(str, row)) + " |" for row in rows]
-        lines.append("")
+        lines += [f"## {title}", "", Table(header, rows).to_markdown(), ""]
     lines += ["Paste into src/attention_book/reference.py:", "", "SCALE_CPU = " + repr(literal)]
     out.mkdir(parents=True, exist_ok=True)
     (out / "scale-reference.md").write_text("\n".join(lines) + "\n")

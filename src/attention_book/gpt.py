@@ -33,9 +33,9 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from . import validation as check
+from .hello_world import next_token_loss
 from .multihead import MultiHeadAttention
 from .training import adamw, held_out_loss, random_windows, training_loop, warmup_cosine
 
@@ -247,7 +247,7 @@ class GPT(nn.Module):
                 return_weights: bool = False):
         self.check_inputs(idx, targets)
         check.boolean("return_weights", return_weights)
-        B, T = idx.shape
+        T = idx.shape[1]
         positions = torch.arange(T, device=idx.device)  # (T,)
         x = self.token_embedding(idx) + self.position_embedding(positions)  # (B, T, d) + (T, d)
         x = self.dropout(x)  # (B, T, d): the residual stream starts here
@@ -259,7 +259,7 @@ class GPT(nn.Module):
         logits = self.lm_head(x)  # (B, T, V): one score per vocabulary token
         outputs = [logits]
         if targets is not None:
-            outputs.append(F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T)))
+            outputs.append(next_token_loss(logits, targets))  # mean cross-entropy over all B * T positions
         if return_weights:
             outputs.append(torch.stack(all_weights))  # (n_layer, B, H, T, T)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
@@ -409,10 +409,6 @@ def convert_gpt2_state_dict(state_dict: Mapping[str, torch.Tensor],
 # ----------------------------------------------------------------------------------------------
 
 _HUB_FILE = "https://huggingface.co/{name}/resolve/main/model.safetensors"
-
-
-class _Offline(RuntimeError):
-    pass
 
 
 def _offline_message(name: str, reason: str) -> str:
@@ -659,8 +655,7 @@ def train_gpt(model: nn.Module, train_ids: torch.Tensor, held_out_ids: torch.Ten
         if step % settings.eval_every == 0:
             evaluate(step)
         inputs, targets = random_windows(train_ids, settings.batch_size, settings.context_length, generator)
-        logits = model(inputs.to(device))  # (B, T, V)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.to(device).reshape(-1))
+        loss = next_token_loss(model(inputs.to(device)), targets.to(device))  # logits (B, T, V)
         result.train_losses.append(loss.item())
         return loss
 

@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from . import validation as check
 from .functional import scaled_dot_product_attention
 from .masks import causal_mask
-from .training import adamw, progress_default, training_loop
+from .training import adamw, training_loop
 
 __all__ = [
     "GPT2_VOCAB_SIZE",
@@ -325,10 +325,6 @@ class TrainResult:
         return None
 
 
-#: kept under its old name: the book build runs the notebooks unwatched, no progress bar there
-_progress_default = progress_default
-
-
 #: the parameters that make the attention scores (queries @ keys^T); configure_optimizer slows them
 ATTENTION_SCORE_PARAMETERS = ("W_query.weight", "W_key.weight")
 
@@ -396,8 +392,6 @@ def train(
         )
     check.boolean("stop_when_all_correct", stop_when_all_correct)
     opt = configure_optimizer(model, lr, attention_lr_factor, optimizer)
-    if progress is None:
-        progress = _progress_default()
 
     device = next(model.parameters()).device
     inputs, targets = inputs.to(device), targets.to(device)
@@ -430,8 +424,7 @@ def train(
     result.seconds = time.perf_counter() - start
     if snapshot_every and result.snapshots[-1][0] != last_seen["step"]:
         result.snapshots.append((last_seen["step"], last_seen["weights"].cpu()))
-    model.eval()
-    return result
+    return result  # the model is in eval mode (training_loop leaves it so)
 
 
 _RECIPE_KEYS = {"seed", "n_embd", "zero_queries", "optimizer", "lr", "attention_lr_factor", "steps"}

@@ -123,6 +123,12 @@ SCALE_CPU: dict = {
 _CELL = re.compile(r"^([\d.]+) \[([\d.]+)-([\d.]+)\]( ⚠)?$")
 
 
+def _aligned(header: list, rows: list) -> List[str]:
+    """``header`` and ``rows`` as lines of right-aligned columns, two spaces apart."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
+    return ["  ".join(str(cell).rjust(width) for cell, width in zip(row, widths)) for row in (header, *rows)]
+
+
 def _median_only(title: str, header: list, rows: list) -> List[str]:
     """A wide table of "median [q1-q3]" cells as medians, with one line on the spreads."""
     spreads, noisy = [], []
@@ -140,10 +146,7 @@ def _median_only(title: str, header: list, rows: list) -> List[str]:
                 noisy.append(f"{name} at {row[0]} {row[1]}")
             cells.append(median + (" ⚠" if flag else ""))
         table.append(cells)
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *table)]
-    lines = ["", title.replace("(median ms [IQR])", "(median ms)")]
-    for row in (header, *table):
-        lines.append("  ".join(str(cell).rjust(width) for cell, width in zip(row, widths)))
+    lines = ["", title.replace("(median ms [IQR])", "(median ms)"), *_aligned(header, table)]
     steady = [s for s in spreads if s <= 0.25]
     lines.append(f"IQR within {max(steady):.0%} of the median in {len(steady)} of {len(spreads)} "
                  f"cells; noisy (⚠): {', '.join(noisy) if noisy else 'none'}")
@@ -162,8 +165,5 @@ def scale_text() -> str:
         if len(header) > 4:
             lines += _median_only(title, header, rows)
             continue
-        widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
-        lines += ["", title]
-        for row in (header, *rows):
-            lines.append("  ".join(str(cell).rjust(width) for cell, width in zip(row, widths)))
+        lines += ["", title, *_aligned(header, rows)]
     return "\n".join(lines)

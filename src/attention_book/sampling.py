@@ -149,9 +149,9 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: Optional[
     check.ndim("logits", logits, 2, "(B, V): the scores at the last position of every sequence")
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-    probabilities = next_token_probabilities(logits, temperature, top_k, top_p)  # (B, V)
     if _temperature(temperature) == 0:
-        return greedy(logits)
+        return greedy(logits)  # no distribution to draw from
+    probabilities = next_token_probabilities(logits, temperature, top_k, top_p)  # (B, V)
     drawn = torch.multinomial(probabilities.detach().cpu(), num_samples=1, generator=generator)  # (B, 1)
     return drawn.squeeze(-1).to(logits.device)
 
