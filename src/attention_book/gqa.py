@@ -72,7 +72,7 @@ class GroupedQueryAttention(nn.Module):
                  num_kv_heads: Optional[int] = None, qkv_bias: bool = False, causal: bool = True,
                  rope: bool = False, rope_base: float = ROPE_BASE):
         super().__init__()
-        # MultiHeadAttention's own checks of the shared arguments (sizes, dropout, divisibility)
+        # the arguments it shares with MultiHeadAttention, checked the same way (sizes, dropout, divisibility)
         for name, value in (("d_in", d_in), ("d_out", d_out), ("context_length", context_length),
                             ("num_heads", num_heads)):
             check.positive_int(name, value)
