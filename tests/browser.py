@@ -163,6 +163,15 @@ def page_width(page, viewport=PHONE) -> int:
     return page.evaluate("() => document.documentElement.scrollWidth")
 
 
+def visible_toggle(page, kind: str):
+    """The one ``.primary-toggle`` (chapter list) / ``.secondary-toggle`` (page contents) a reader
+    can see, or None."""
+    toggles = page.locator(f"button.{kind}-toggle")
+    shown = [toggles.nth(i) for i in range(toggles.count()) if toggles.nth(i).is_visible()]
+    assert len(shown) <= 1, f"{len(shown)} visible {kind} toggles"
+    return shown[0] if shown else None
+
+
 def images(page) -> list:
     return page.evaluate(IMAGES_JS)
 

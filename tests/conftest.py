@@ -113,8 +113,9 @@ def open_page(browser, site_url, mathjax_dir):
 
     pages = []
 
-    def _open(path: str, wait_for_math: bool = True):
-        page = open_recorded_page(browser, f"{site_url}/{path}", mathjax_dir, wait_for_math)
+    def _open(path: str, wait_for_math: bool = True, **options):
+        # options: open_recorded_page's viewport and color_scheme
+        page = open_recorded_page(browser, f"{site_url}/{path}", mathjax_dir, wait_for_math, **options)
         pages.append(page)
         return page
 

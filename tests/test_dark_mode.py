@@ -41,19 +41,8 @@ FIGURE_CARDS_JS = """() => [...document.querySelectorAll(".bd-article img")]
 
 
 @pytest.fixture
-def open_dark(browser, site_url, mathjax_dir):
-    from browser import open_recorded_page
-
-    pages = []
-
-    def _open(path: str):
-        page = open_recorded_page(browser, f"{site_url}/{path}", mathjax_dir, color_scheme="dark")
-        pages.append(page)
-        return page
-
-    yield _open
-    for page in pages:
-        page.context.close()
+def open_dark(open_page):
+    return lambda path: open_page(path, color_scheme="dark")
 
 
 def low_contrast(found: list) -> list:

@@ -383,44 +383,38 @@ def test_heads_explorer_is_compact_with_12_heads_and_leaves_no_gap(browser, math
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("width", [390, 800, 1280])
-def test_explorers_work_and_fit_the_screen_at_every_width(browser, site_url, mathjax_dir, screenshot, width, scheme):
+def test_explorers_work_and_fit_the_screen_at_every_width(open_page, screenshot, width, scheme):
     """A reader on a phone, a tablet or a laptop, with the system light or dark, moves each
     explorer's main slider: the heatmap changes, every column (the max / entropy / row-sum side
     columns included) stays on screen without scrolling the explorer sideways, and no explorer
     leaves an empty band below its maps."""
-    from browser import open_recorded_page
-
-    page = open_recorded_page(browser, f"{site_url}/{PAGE}", mathjax_dir, wait_for_math=False,
-                              viewport={"width": width, "height": 900}, color_scheme=scheme)
-    try:
-        for kind in MAIN_SLIDERS:
-            page.wait_for_selector(f'[data-explorer="{kind}"] td.abx-cell[data-weight]', timeout=10_000)
-        assert page.evaluate("() => document.documentElement.dataset.theme") == scheme
-        for kind, (name, _) in MAIN_SLIDERS.items():
-            slider = control(page, kind, name)
-            slider.scroll_into_view_if_needed()
-            before = heatmap_signature(page, kind)
-            slider.focus()
-            page.keyboard.press("End" if int(slider.input_value()) == int(slider.get_attribute("min")) else "Home")
-            assert heatmap_signature(page, kind) != before, f"{width} px, {scheme}: moving {name} changed nothing"
-        report = page.evaluate("""() => [...document.querySelectorAll('.abx[data-explorer]')].map((root) => {
-            const right = root.getBoundingClientRect().right;
-            const cells = [...root.querySelectorAll('td, th, .abx-bar-value')].filter((c) => c.getClientRects().length);
-            return { kind: root.dataset.explorer, scrolls: root.scrollWidth - root.clientWidth,
-                     offScreen: cells.filter((c) => c.getBoundingClientRect().right > right + 0.5)
-                         .map((c) => c.textContent.trim()).slice(0, 5) };
-        })""")
-        for item in report:
-            assert item["scrolls"] <= 1 and not item["offScreen"], f"{width} px, {scheme}: {item}"
-        for kind in ("dk", "heads", "mask"):
-            gap = page.locator(f'[data-explorer="{kind}"]').evaluate(GAP_BELOW_MAPS_JS)
-            assert gap < MAX_GAP_PX, f"{width} px, {scheme}, {kind} explorer: an empty band of {gap:.0f} px"
-        if width == 390:
-            page.locator('[data-explorer="mask"]').scroll_into_view_if_needed()
-            screenshot(page, f"explorer-mask-390-{scheme}", full_page=False)
-        assert_clean(page)
-    finally:
-        page.context.close()
+    page = open_page(PAGE, wait_for_math=False, viewport={"width": width, "height": 900}, color_scheme=scheme)
+    for kind in MAIN_SLIDERS:
+        page.wait_for_selector(f'[data-explorer="{kind}"] td.abx-cell[data-weight]', timeout=10_000)
+    assert page.evaluate("() => document.documentElement.dataset.theme") == scheme
+    for kind, (name, _) in MAIN_SLIDERS.items():
+        slider = control(page, kind, name)
+        slider.scroll_into_view_if_needed()
+        before = heatmap_signature(page, kind)
+        slider.focus()
+        page.keyboard.press("End" if int(slider.input_value()) == int(slider.get_attribute("min")) else "Home")
+        assert heatmap_signature(page, kind) != before, f"{width} px, {scheme}: moving {name} changed nothing"
+    report = page.evaluate("""() => [...document.querySelectorAll('.abx[data-explorer]')].map((root) => {
+        const right = root.getBoundingClientRect().right;
+        const cells = [...root.querySelectorAll('td, th, .abx-bar-value')].filter((c) => c.getClientRects().length);
+        return { kind: root.dataset.explorer, scrolls: root.scrollWidth - root.clientWidth,
+                 offScreen: cells.filter((c) => c.getBoundingClientRect().right > right + 0.5)
+                     .map((c) => c.textContent.trim()).slice(0, 5) };
+    })""")
+    for item in report:
+        assert item["scrolls"] <= 1 and not item["offScreen"], f"{width} px, {scheme}: {item}"
+    for kind in ("dk", "heads", "mask"):
+        gap = page.locator(f'[data-explorer="{kind}"]').evaluate(GAP_BELOW_MAPS_JS)
+        assert gap < MAX_GAP_PX, f"{width} px, {scheme}, {kind} explorer: an empty band of {gap:.0f} px"
+    if width == 390:
+        page.locator('[data-explorer="mask"]').scroll_into_view_if_needed()
+        screenshot(page, f"explorer-mask-390-{scheme}", full_page=False)
+    assert_clean(page)
 
 
 def test_explorer_labels_typeset_subscripts(explorers_page):

@@ -53,23 +53,19 @@ def test_figures_are_sharp_and_their_text_at_least_9px_at_1280(name, open_page):
 
 @pytest.mark.slow
 @pytest.mark.browser
-def test_landing_diagram_is_readable_on_a_phone(browser, site_url, mathjax_dir, screenshot):
-    from browser import PHONE, figure_fonts, open_recorded_page
+def test_landing_diagram_is_readable_on_a_phone(open_page, screenshot):
+    from browser import PHONE, figure_fonts
 
-    page = open_recorded_page(browser, f"{site_url}/book/index.html", mathjax_dir, wait_for_math=False,
-                              viewport=PHONE)
-    try:
-        page.wait_for_load_state("load")
-        [diagram] = figure_fonts(page, "article figure img")
-        assert diagram["svg"] and diagram["src"].endswith("attention-computation.svg")
-        shown = page.evaluate("() => document.querySelector('article figure img').currentSrc")
-        assert shown.endswith("attention-computation-phone.svg"), f"the phone shows {shown}"
-        assert diagram["minFontPx"] >= MIN_FONT_PX, f"smallest label {diagram['minFontPx']:.1f} px on a phone"
-        page.locator("article figure").first.scroll_into_view_if_needed()
-        screenshot(page, "landing-diagram-390", full_page=False)
-        assert page.console_errors == [], page.console_errors
-    finally:
-        page.context.close()
+    page = open_page("book/index.html", wait_for_math=False, viewport=PHONE)
+    page.wait_for_load_state("load")
+    [diagram] = figure_fonts(page, "article figure img")
+    assert diagram["svg"] and diagram["src"].endswith("attention-computation.svg")
+    shown = page.evaluate("() => document.querySelector('article figure img').currentSrc")
+    assert shown.endswith("attention-computation-phone.svg"), f"the phone shows {shown}"
+    assert diagram["minFontPx"] >= MIN_FONT_PX, f"smallest label {diagram['minFontPx']:.1f} px on a phone"
+    page.locator("article figure").first.scroll_into_view_if_needed()
+    screenshot(page, "landing-diagram-390", full_page=False)
+    assert page.console_errors == [], page.console_errors
 
 
 @pytest.mark.slow

@@ -62,20 +62,14 @@ def colab(tmp_path_factory):
 
     gitconfig = base / "gitconfig"
     gitconfig.write_text(f'[url "file://{snapshot}"]\n\tinsteadOf = {repository_url()}\n')
-    saved = os.environ.get("JUPYTER_PATH")
-    os.environ["JUPYTER_PATH"] = str(base / "jupyter")  # where this process finds the "colab" kernel
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("JUPYTER_PATH", str(base / "jupyter"))  # where this process finds the "colab" kernel
         yield {
             "JUPYTER_PATH": str(base / "jupyter"),
             "GIT_CONFIG_GLOBAL": str(gitconfig),
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",
             "PYTHONNOUSERSITE": "1",
         }, python
-    finally:
-        if saved is None:
-            os.environ.pop("JUPYTER_PATH", None)
-        else:
-            os.environ["JUPYTER_PATH"] = saved
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import pytest
 
+from browser import visible_toggle
+
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 PAGE = "notebooks/03_softmax_and_scaling.html"
@@ -40,32 +42,16 @@ ON_SCREEN_JS = """(element) => {
 
 
 @pytest.fixture
-def open_at(browser, site_url, mathjax_dir):
-    from browser import open_recorded_page
-
-    pages = []
-
+def open_at(open_page):
     def _open(width: int, scheme: str, path: str = PAGE):
-        page = open_recorded_page(browser, f"{site_url}/{path}", mathjax_dir, wait_for_math=False,
-                                  viewport={"width": width, "height": WIDTHS[width]}, color_scheme=scheme)
-        pages.append(page)
-        return page
+        return open_page(path, wait_for_math=False, viewport={"width": width, "height": WIDTHS[width]},
+                         color_scheme=scheme)
 
-    yield _open
-    for page in pages:
-        page.context.close()
+    return _open
 
 
 def on_screen(locator) -> dict:
     return locator.evaluate(ON_SCREEN_JS)
-
-
-def visible_toggle(page, kind: str):
-    """The one ``.primary-toggle`` / ``.secondary-toggle`` a reader can see, or None."""
-    toggles = page.locator(f"button.{kind}-toggle")
-    shown = [toggles.nth(i) for i in range(toggles.count()) if toggles.nth(i).is_visible()]
-    assert len(shown) <= 1, f"{len(shown)} visible {kind} toggles"
-    return shown[0] if shown else None
 
 
 def dialog_open(page, kind: str) -> bool:

@@ -18,9 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import browser  # noqa: E402  (tests/browser.py: local server, MathJax from the npm copy)
+from browser import LAPTOP, PHONE  # noqa: E402
 
-PHONE = {"width": 390, "height": 844}
-LAPTOP = {"width": 1280, "height": 900}
 CH03 = "notebooks/03_softmax_and_scaling.html"
 CH05 = "notebooks/05_multi_head_attention.html"
 CH10 = "notebooks/10_attention_at_scale.html"
@@ -35,9 +34,7 @@ def element(page, selector: str, index: int = 0):
 
 
 def chapter_list_opened(page):
-    toggles = page.locator("button.primary-toggle")
-    shown = [toggles.nth(i) for i in range(toggles.count()) if toggles.nth(i).is_visible()]
-    shown[0].click()
+    browser.visible_toggle(page, "primary").click()
     page.wait_for_timeout(600)
     return page
 

@@ -52,9 +52,8 @@ def report(site: Path):
             dark_page = open_recorded_page(browser, f"{url}/{name}.html", MATHJAX_DIR, color_scheme="dark")
             ratios = [t["ratio"] for t in text_contrast(dark_page, ".bd-article div.cell_output") if t["ratio"]]
             dark_page.context.close()
-            weight = (site / f"{name}.html").stat().st_size + sum(
-                (site / name).parent.joinpath(f["src"]).resolve().stat().st_size for f in figures
-                if (site / name).parent.joinpath(f["src"]).resolve().is_file())
+            shown = [(site / name).parent.joinpath(f["src"]).resolve() for f in figures]
+            weight = (site / f"{name}.html").stat().st_size + sum(p.stat().st_size for p in shown if p.is_file())
 
             def axe(violations):
                 return (f"{sum(v['nodes'] for v in violations)} ({', '.join(sorted({v['id'] for v in violations}))})"

@@ -36,6 +36,19 @@ class ExplorerInputError(ValueError, traitlets.TraitError):
     """Bad input for an explorer. A ``ValueError`` (and a ``TraitError`` so traitlets rolls back)."""
 
 
+def _real_tensor(name: str, value: Any, expected: str) -> torch.Tensor:
+    """``value`` as a tensor of real numbers; a ``TypeError`` saying it must be ``expected`` otherwise."""
+    try:
+        tensor = torch.as_tensor(value.detach() if isinstance(value, torch.Tensor) else value)
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise TypeError(f"{name} must be {expected}, got {type(value).__name__} ({error})") from None
+    if tensor.dtype == torch.bool or tensor.is_complex() or not (
+        tensor.is_floating_point() or tensor.dtype in _INTEGER_DTYPES
+    ):
+        raise TypeError(f"{name} must hold real numbers, got dtype {tensor.dtype}: pass a float tensor")
+    return tensor
+
+
 def to_matrix(name: str, value: Any, *, allow_linear: bool = False) -> List[List[float]]:
     """Turn a tensor / array / nested list (or an nn.Linear) into a finite 2-D list of floats."""
     if isinstance(value, torch.nn.Linear):
@@ -44,16 +57,7 @@ def to_matrix(name: str, value: Any, *, allow_linear: bool = False) -> List[List
         value = value.weight.T  # nn.Linear stores (d_out, d_in); the book uses x @ W with (d_in, d_out)
     if isinstance(value, torch.nn.Module):
         raise TypeError(f"{name} must be a tensor or an nn.Linear, got {type(value).__name__}")
-    try:
-        tensor = torch.as_tensor(value.detach() if isinstance(value, torch.Tensor) else value)
-    except (TypeError, ValueError, RuntimeError) as error:
-        raise TypeError(
-            f"{name} must be a 2-D tensor, array or nested list of numbers, got {type(value).__name__} ({error})"
-        ) from None
-    if tensor.dtype == torch.bool or tensor.is_complex() or not (
-        tensor.is_floating_point() or tensor.dtype in _INTEGER_DTYPES
-    ):
-        raise TypeError(f"{name} must hold real numbers, got dtype {tensor.dtype}: pass a float tensor")
+    tensor = _real_tensor(name, value, "a 2-D tensor, array or nested list of numbers")
     if tensor.ndim != 2:
         raise ExplorerInputError(f"{name} must be 2-D, got shape {tuple(tensor.shape)}")
     if tensor.shape[0] == 0 or tensor.shape[1] == 0:
@@ -149,18 +153,9 @@ def to_vector(name: str, value: Any, *, max_length: int = 200) -> List[float]:
     """A 1-D tensor / array / list of numbers as a list of finite floats (2 to ``max_length`` of them)."""
     if isinstance(value, torch.nn.Module):
         raise TypeError(f"{name} must be a 1-D tensor or list of numbers, got {type(value).__name__}")
-    try:
-        tensor = torch.as_tensor(value.detach() if isinstance(value, torch.Tensor) else value)
-        if tensor.is_floating_point() and not isinstance(value, torch.Tensor):
-            tensor = torch.as_tensor(value, dtype=torch.float64)  # a list of floats: no float32 rounding
-    except (TypeError, ValueError, RuntimeError) as error:
-        raise TypeError(
-            f"{name} must be a 1-D tensor, array or list of numbers, got {type(value).__name__} ({error})"
-        ) from None
-    if tensor.dtype == torch.bool or tensor.is_complex() or not (
-        tensor.is_floating_point() or tensor.dtype in _INTEGER_DTYPES
-    ):
-        raise TypeError(f"{name} must hold real numbers, got dtype {tensor.dtype}: pass a float tensor")
+    tensor = _real_tensor(name, value, "a 1-D tensor, array or list of numbers")
+    if tensor.is_floating_point() and not isinstance(value, torch.Tensor):
+        tensor = torch.as_tensor(value, dtype=torch.float64)  # a list of floats: no float32 rounding
     if tensor.ndim != 1:
         fix = " (one row of scores: index the batch and the position, e.g. logits[0, -1])" if tensor.ndim > 1 else ""
         raise ExplorerInputError(f"{name} must be 1-D, got shape {tuple(tensor.shape)}{fix}")

@@ -257,13 +257,17 @@ def _nested_shape(value, depth: int) -> Tuple[int, ...]:
 TEMPERATURE_RANGE = (0.1, 2.0)
 
 
-def check_temperature(value) -> float:
-    """A real number in :data:`TEMPERATURE_RANGE` (the slider's range)."""
+def _real_number(name: str, value, expected: str, example: str) -> float:
+    """``value`` (an int, a float or a numpy number, not a bool) as a float."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) and not (
             hasattr(value, "__float__") and type(value).__module__ == "numpy"):
-        raise TypeError(f"temperature must be a number, got {value!r} ({type(value).__name__}); pass e.g. "
-                        "temperature=0.8")
-    value = float(value)
+        raise TypeError(f"{name} must be {expected}, got {value!r} ({type(value).__name__}); pass e.g. {example}")
+    return float(value)
+
+
+def check_temperature(value) -> float:
+    """A real number in :data:`TEMPERATURE_RANGE` (the slider's range)."""
+    value = _real_number("temperature", value, "a number", "temperature=0.8")
     low, high = TEMPERATURE_RANGE
     if not low <= value <= high:  # also rejects nan
         raise ExplorerInputError(f"temperature={value} is out of range: choose temperature from {low} to {high} "
@@ -273,11 +277,7 @@ def check_temperature(value) -> float:
 
 def check_top_p(value) -> float:
     """A real number in (0, 1]; 1 keeps every token."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) and not (
-            hasattr(value, "__float__") and type(value).__module__ == "numpy"):
-        raise TypeError(f"top_p must be a number in (0, 1] or None, got {value!r} ({type(value).__name__}); "
-                        "pass e.g. top_p=0.9")
-    value = float(value)
+    value = _real_number("top_p", value, "a number in (0, 1] or None", "top_p=0.9")
     if not 0.0 < value <= 1.0:  # also rejects nan
         raise ExplorerInputError(f"top_p={value} is out of range: choose top_p from (0, 1], e.g. top_p=0.9 "
                                  "(1 or None: no cut)")

@@ -230,13 +230,15 @@ function listen(model, names, callback) {
   return () => names.forEach((name) => model.off("change:" + name, callback));
 }
 
-function frame(root, model, fallbackTitle) {
+function frame(root, model, fallbackTitle, { withLegend = true } = {}) {
+  // withLegend: the heatmaps' colour scale below the maps
   const title = model.get("title") || fallbackTitle;
   root.append(h("div", { class: "abx-title" }, typeset(title)));
   const controls = h("div", { class: "abx-controls" });
   const status = h("div", { class: "abx-status", "aria-live": "polite" });
   const maps = h("div", { class: "abx-maps" });
-  root.append(controls, status, maps, legend());
+  root.append(controls, status, maps);
+  if (withLegend) root.append(legend());
   return { controls, status, maps };
 }
 
@@ -571,8 +573,7 @@ function samplingExplorer(root, model) {
   const tokens = model.get("tokens");
   const logits = model.get("logits");
   const n = tokens.length;
-  const { controls, status, maps } = frame(root, model, "Sampling the next token");
-  root.querySelector(".abx-legend").remove(); // the heatmaps' colour scale: no heatmap here
+  const { controls, status, maps } = frame(root, model, "Sampling the next token", { withLegend: false });
   const temperatureSlider = slider(controls, {
     name: "temperature", label: "temperature",
     min: 0, max: TEMPERATURE_STEPS.last - TEMPERATURE_STEPS.first,
