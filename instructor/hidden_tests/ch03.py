@@ -251,12 +251,11 @@ def soft_cap_small_and_masked(ns):
 def soft_cap_guards(ns):
     cap_scores = answer(ns, "cap_scores")
     scores = _randn(4, 4, seed=10, scale=60.0)
-    before = scores.clone()
     cap_scores(scores, 50.0)
-    if not torch.equal(scores, before):
+    if cap_scores.mutated:  # the kernel's copy changed in place (the grader's stays as it was)
         raise Hint(IN_PLACE.format(what="scores"))
     try:
-        cap_scores(before.clone(), 0.0)
+        cap_scores(scores, 0.0)
     except ValueError:
         return
     except Exception as err:
