@@ -14,11 +14,15 @@ import nbformat
 from helpers import ROOT
 
 
+def notebook_path(chapter: str):
+    """``chapter``: "03" -> notebooks/03_*.ipynb."""
+    return next((ROOT / "notebooks").glob(f"{chapter}_*.ipynb"))
+
+
 @lru_cache(maxsize=None)
 def _cells(chapter: str):
     """``chapter``: "03" (notebooks/03_*.ipynb)."""
-    path = next((ROOT / "notebooks").glob(f"{chapter}_*.ipynb"))
-    return nbformat.read(str(path), as_version=4).cells
+    return nbformat.read(str(notebook_path(chapter)), as_version=4).cells
 
 
 def solution_cell(chapter: str, label: str):
@@ -51,6 +55,21 @@ def stub_code(code: str, label: str) -> str:
 def hints(verdict) -> str:
     """Every failure message of a verdict, joined (what the reader reads)."""
     return " | ".join(hint for _, hint in verdict.failed)
+
+
+def assert_random_state_untouched(run, chapter: str, checks: dict, wrong_answers: dict = None):
+    """Running the self-checks on the chapter's solutions (and, if given, on the first wrong answer
+    of each exercise) leaves torch's global random state as it was: the reader's seeds still hold."""
+    import torch
+
+    torch.manual_seed(42)
+    expected = torch.rand(3)
+    torch.manual_seed(42)
+    for label in checks:
+        run(label, solution_code(chapter, label))
+    for label, answers in (wrong_answers or {}).items():
+        run(label, answers[0].code, answers[0].name)
+    assert torch.equal(torch.rand(3), expected), "a self-check changed the global random state"
 
 
 def answer_runner(checks: dict):

@@ -3,10 +3,8 @@ its specific hint, and a non-attempt scores exactly 0."""
 
 from __future__ import annotations
 
-import torch
-
 from attention_book.checks import ch02
-from exercise_fixtures import answer_runner, fixture_tests, hints, solution_code
+from exercise_fixtures import answer_runner, assert_random_state_untouched, fixture_tests, hints
 from wrong_answers.ch02 import WRONG_ANSWERS
 
 CHAPTER = "02"
@@ -51,9 +49,4 @@ def scores_by_loop(queries, keys):
 
 
 def test_checks_leave_the_readers_random_state_untouched():
-    torch.manual_seed(42)
-    expected = torch.rand(3)
-    torch.manual_seed(42)
-    for label in CHECKS:
-        run(label, solution_code(CHAPTER, label))
-    assert torch.equal(torch.rand(3), expected), "a self-check changed the global random state"
+    assert_random_state_untouched(run, CHAPTER, CHECKS)

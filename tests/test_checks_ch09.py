@@ -11,7 +11,8 @@ import torch
 
 from attention_book.checks import REGISTRY, ch09
 from attention_book.instructor.markup import analyse_notebook
-from exercise_fixtures import answer_runner, fixture_tests, hints, solution_code
+from exercise_fixtures import (answer_runner, assert_random_state_untouched, fixture_tests, hints, notebook_path,
+                               solution_code)
 from helpers import ROOT, execute_notebook
 from wrong_answers.ch09 import WRONG_ANSWERS
 
@@ -26,19 +27,13 @@ CHECKS = {
 }
 
 
-def notebook_path():
-    if CHAPTER.endswith(".ipynb"):
-        return ROOT / CHAPTER
-    return next((ROOT / "notebooks").glob(f"{CHAPTER}_*.ipynb"))
-
-
 run = answer_runner(CHECKS)
 # the four tests every chapter's self-checks get
 globals().update(fixture_tests(CHAPTER, CHECKS, WRONG_ANSWERS))
 
 
 def test_titles_and_labels_agree_with_the_exercise_cells():
-    nb = nbformat.read(str(notebook_path()), as_version=4)
+    nb = nbformat.read(str(notebook_path(CHAPTER)), as_version=4)
     exercises = {ex.label: ex for ex in analyse_notebook(nb, CHAPTER).exercises}
     coding = {label for label, ex in exercises.items() if ex.kind == "code"}
     assert coding == set(CHECKS), "every coding exercise of chapter 9 has a self-check, no more"
@@ -49,14 +44,7 @@ def test_titles_and_labels_agree_with_the_exercise_cells():
 
 
 def test_checks_leave_the_readers_random_state_untouched():
-    torch.manual_seed(42)
-    expected = torch.rand(3)
-    torch.manual_seed(42)
-    for label in CHECKS:
-        run(label, solution_code(CHAPTER, label))
-    for label, answers in WRONG_ANSWERS.items():
-        run(label, answers[0].code, answers[0].name)
-    assert torch.equal(torch.rand(3), expected), "a self-check changed the global random state"
+    assert_random_state_untouched(run, CHAPTER, CHECKS, WRONG_ANSWERS)
 
 
 # ---------------------------------------------------------------- other right answers pass
@@ -244,7 +232,7 @@ def test_the_hints_never_contain_the_solution_lines():
 def test_the_exercise_section_runs_top_to_bottom_in_a_fresh_kernel(tmp_path):
     """The chapter's exercise section runs on its own after a short prelude (the exercises
     need nothing else from the chapter), and every self-check in it reports all checks passed."""
-    nb = nbformat.read(str(notebook_path()), as_version=4)
+    nb = nbformat.read(str(notebook_path(CHAPTER)), as_version=4)
     start = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
                  and c.source.startswith("## Exercises"))
     end = next((i for i, c in enumerate(nb.cells) if i > start and c.cell_type == "markdown"

@@ -8,11 +8,7 @@ from unittest import mock
 
 import torch
 
-from attention_book.instructor.hidden import Hint, answer, hidden_test
-
-
-def _randn(*shape, seed, dtype=torch.float32):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+from attention_book.instructor.hidden import Hint, answer, hidden_test, randn
 
 
 def _shape(result):
@@ -25,7 +21,7 @@ def _shape(result):
 @hidden_test("ex-02-score-loop", "built from dot products in loops, not one matrix product")
 def score_loop_uses_loops(ns):
     scores_by_loop = answer(ns, "scores_by_loop")
-    queries, keys = _randn(3, 4, seed=20), _randn(2, 4, seed=21)
+    queries, keys = randn(3, 4, seed=20), randn(2, 4, seed=21)
     original_matmul, original_rmatmul = torch.Tensor.__matmul__, torch.Tensor.__rmatmul__
 
     def refuse(*args, **kwargs):
@@ -56,7 +52,7 @@ def score_loop_uses_loops(ns):
 def score_loop_single_token(ns):
     scores_by_loop = answer(ns, "scores_by_loop")
     for T_q, T_k in ((1, 1), (1, 6), (4, 1)):
-        queries, keys = _randn(T_q, 3, seed=22), _randn(T_k, 3, seed=23)
+        queries, keys = randn(T_q, 3, seed=22), randn(T_k, 3, seed=23)
         result = scores_by_loop(queries, keys)
         if not isinstance(result, torch.Tensor) or tuple(result.shape) != (T_q, T_k):
             raise Hint(f"{T_q} {'query' if T_q == 1 else 'queries'} and {T_k} key{'' if T_k == 1 else 's'} must give a ({T_q}, {T_k}) matrix, got "
@@ -72,7 +68,7 @@ def score_loop_single_token(ns):
 @hidden_test("ex-02-projected-scores", "a single token (T = 1)")
 def projected_single_token(ns):
     projected_scores = answer(ns, "projected_scores")
-    inputs, W_query, W_key = _randn(1, 5, seed=24), _randn(5, 3, seed=25), _randn(5, 3, seed=26)
+    inputs, W_query, W_key = randn(1, 5, seed=24), randn(5, 3, seed=25), randn(5, 3, seed=26)
     result = projected_scores(inputs, W_query, W_key)
     if not isinstance(result, torch.Tensor) or tuple(result.shape) != (1, 1):
         raise Hint(f"one token must give a (1, 1) score matrix, got {_shape(result)}: keep both "
@@ -89,10 +85,10 @@ VALUES_FIRST = ("not checked until the values are right: {what} differ from the 
 @hidden_test("ex-02-projected-scores", "gradients reach both W_query and W_key")
 def projected_gradients(ns):
     projected_scores = answer(ns, "projected_scores")
-    inputs = _randn(4, 3, seed=27)
-    W_query = _randn(3, 2, seed=28).requires_grad_(True)
-    W_key = _randn(3, 2, seed=29).requires_grad_(True)
-    upstream = _randn(4, 4, seed=30)
+    inputs = randn(4, 3, seed=27)
+    W_query = randn(3, 2, seed=28).requires_grad_(True)
+    W_key = randn(3, 2, seed=29).requires_grad_(True)
+    upstream = randn(4, 4, seed=30)
     result = projected_scores(inputs, W_query, W_key)
     if not isinstance(result, torch.Tensor) or result.grad_fn is None:
         raise Hint("the result is not connected to the weights: keep it a torch computation "
@@ -115,8 +111,8 @@ def projected_gradients(ns):
 @hidden_test("ex-02-projected-scores", "float64 inputs stay float64")
 def projected_float64(ns):
     projected_scores = answer(ns, "projected_scores")
-    inputs = _randn(3, 4, seed=31, dtype=torch.float64)
-    W_query, W_key = _randn(4, 5, seed=32, dtype=torch.float64), _randn(4, 5, seed=33, dtype=torch.float64)
+    inputs = randn(3, 4, seed=31, dtype=torch.float64)
+    W_query, W_key = randn(4, 5, seed=32, dtype=torch.float64), randn(4, 5, seed=33, dtype=torch.float64)
     result = projected_scores(inputs, W_query, W_key)
     if not isinstance(result, torch.Tensor) or result.dtype != torch.float64:
         dtype = result.dtype if isinstance(result, torch.Tensor) else type(result).__name__

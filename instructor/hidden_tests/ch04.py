@@ -6,11 +6,7 @@ student's namespace ``ns`` and raises Hint("what is wrong and how to fix it") wh
 
 import torch
 
-from attention_book.instructor.hidden import Hint, answer, hidden_test
-
-
-def _randn(*shape, seed, dtype=torch.float32):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+from attention_book.instructor.hidden import Hint, answer, hidden_test, randn
 
 
 def _reference(queries, keys, values):
@@ -35,7 +31,7 @@ def context_single_token(ns):
     context_vectors = answer(ns, "context_vectors")
     cases = [((1, 3), (1, 3), (1, 2)), ((4, 1, 3), (4, 1, 3), (4, 1, 5))]
     for q_shape, k_shape, v_shape in cases:
-        queries, keys, values = _randn(*q_shape, seed=1), _randn(*k_shape, seed=2), _randn(*v_shape, seed=3)
+        queries, keys, values = randn(*q_shape, seed=1), randn(*k_shape, seed=2), randn(*v_shape, seed=3)
         result = _context(context_vectors, queries, keys, values).detach()
         if tuple(result.shape) != v_shape:
             raise Hint(f"for queries {q_shape} and values {v_shape} the context vectors must have shape "
@@ -52,10 +48,10 @@ VALUES_FIRST = ("not checked until the values are right: {what} differ from the 
 @hidden_test("ex-04-context-vectors", "gradients reach queries, keys and values")
 def context_gradients(ns):
     context_vectors = answer(ns, "context_vectors")
-    tensors = [_randn(2, 4, 3, seed=4), _randn(2, 4, 3, seed=5), _randn(2, 4, 2, seed=6)]
+    tensors = [randn(2, 4, 3, seed=4), randn(2, 4, 3, seed=5), randn(2, 4, 2, seed=6)]
     mine = [t.clone().requires_grad_(True) for t in tensors]
     reference = [t.clone().requires_grad_(True) for t in tensors]
-    upstream = _randn(2, 4, 2, seed=7)
+    upstream = randn(2, 4, 2, seed=7)
     result = _context(context_vectors, *mine)
     if result.grad_fn is None:
         raise Hint("the context vectors are cut off from their inputs (no grad_fn): keep it a torch "
@@ -74,9 +70,9 @@ def context_gradients(ns):
 @hidden_test("ex-04-context-vectors", "float64 batch of other sizes stays float64")
 def context_float64(ns):
     context_vectors = answer(ns, "context_vectors")
-    queries = _randn(3, 6, 5, seed=8, dtype=torch.float64)
-    keys = _randn(3, 6, 5, seed=9, dtype=torch.float64)
-    values = _randn(3, 6, 7, seed=10, dtype=torch.float64)
+    queries = randn(3, 6, 5, seed=8, dtype=torch.float64)
+    keys = randn(3, 6, 5, seed=9, dtype=torch.float64)
+    values = randn(3, 6, 7, seed=10, dtype=torch.float64)
     result = _context(context_vectors, queries, keys, values).detach()
     if tuple(result.shape) != (3, 6, 7):
         raise Hint(f"queries (3, 6, 5) and values (3, 6, 7) must give context vectors (3, 6, 7), got "
@@ -95,7 +91,7 @@ def context_float64(ns):
 @hidden_test("ex-04-copy-weights", "copies from params_version into linear_version, not back")
 def copy_direction(student, reference):
     before, after, copied, _, _ = student.probe("ch04.copy-weights", seed=11, d_in=4, d_kq=3, d_v=2, dtype=torch.float32,
-                                              inputs=_randn(2, 3, 4, seed=14))
+                                              inputs=randn(2, 3, 4, seed=14))
     for name, matrix in before.items():
         if not torch.equal(after[name], matrix):
             raise Hint(f"params_version.{name} changed: copy from the version-1 module (params_version) "
@@ -106,7 +102,7 @@ def copy_direction(student, reference):
 
 @hidden_test("ex-04-copy-weights", "float64 modules: an exact copy that keeps the dtype")
 def copy_float64(student, reference):
-    inputs = _randn(2, 3, 5, seed=13, dtype=torch.float64)
+    inputs = randn(2, 3, 5, seed=13, dtype=torch.float64)
     before, _, copied, out, _ = student.probe("ch04.copy-weights", seed=12, d_in=5, d_kq=2, d_v=1, dtype=torch.float64,
                                             inputs=inputs)
     for name in ("W_query", "W_key", "W_value"):

@@ -6,11 +6,7 @@ student's namespace ``ns`` and raises Hint("what is wrong and how to fix it") wh
 
 import torch
 
-from attention_book.instructor.hidden import Hint, answer, hidden_test
-
-
-def _randn(*shape, seed, scale=1.0, dtype=torch.float32):
-    return scale * torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+from attention_book.instructor.hidden import Hint, answer, hidden_test, randn
 
 
 def _reference_cross(x, context, W_query, W_key, W_value):
@@ -32,9 +28,9 @@ def _pair(result):
 @hidden_test("ex-06-cross", "one query token and a one-token context (T = 1)")
 def cross_single_tokens(ns):
     cross_attention = answer(ns, "cross_attention")
-    W_query, W_key, W_value = _randn(3, 2, seed=1), _randn(4, 2, seed=2), _randn(4, 5, seed=3)
+    W_query, W_key, W_value = randn(3, 2, seed=1), randn(4, 2, seed=2), randn(4, 5, seed=3)
     for T_q, T_kv in ((1, 1), (1, 7), (3, 1)):
-        x, context = _randn(T_q, 3, seed=4), _randn(T_kv, 4, seed=5)
+        x, context = randn(T_q, 3, seed=4), randn(T_kv, 4, seed=5)
         out, weights = _pair(cross_attention(x, context, W_query, W_key, W_value))
         if tuple(weights.shape) != (T_q, T_kv) or tuple(out.shape) != (T_q, 5):
             raise Hint(f"for T_q={T_q} and T_kv={T_kv} expected weights {(T_q, T_kv)} and context vectors "
@@ -50,8 +46,8 @@ def cross_single_tokens(ns):
 @hidden_test("ex-06-cross", "large scores and a long context stay finite")
 def cross_large_scores(ns):
     cross_attention = answer(ns, "cross_attention")
-    x, context = _randn(4, 3, seed=6, scale=30.0), _randn(50, 4, seed=7, scale=30.0)
-    W_query, W_key, W_value = _randn(3, 2, seed=8), _randn(4, 2, seed=9), _randn(4, 3, seed=10)
+    x, context = randn(4, 3, seed=6, scale=30.0), randn(50, 4, seed=7, scale=30.0)
+    W_query, W_key, W_value = randn(3, 2, seed=8), randn(4, 2, seed=9), randn(4, 3, seed=10)
     out, weights = _pair(cross_attention(x, context, W_query, W_key, W_value))
     if not (torch.isfinite(out).all() and torch.isfinite(weights).all()):
         raise Hint("scores in the thousands gave inf or nan: use torch.softmax (or subtract each row's "
@@ -70,11 +66,11 @@ VALUES_FIRST = ("not checked until the values are right: {what} differ from the 
 @hidden_test("ex-06-cross", "gradients reach W_query, W_key and W_value")
 def cross_gradients(ns):
     cross_attention = answer(ns, "cross_attention")
-    x, context = _randn(3, 4, seed=11), _randn(5, 2, seed=12)
-    matrices = [_randn(4, 3, seed=13), _randn(2, 3, seed=14), _randn(2, 2, seed=15)]
+    x, context = randn(3, 4, seed=11), randn(5, 2, seed=12)
+    matrices = [randn(4, 3, seed=13), randn(2, 3, seed=14), randn(2, 2, seed=15)]
     mine = [m.clone().requires_grad_(True) for m in matrices]
     reference = [m.clone().requires_grad_(True) for m in matrices]
-    upstream = _randn(3, 2, seed=16)
+    upstream = randn(3, 2, seed=16)
     out, _ = _pair(cross_attention(x, context, *mine))
     if out.grad_fn is None:
         raise Hint("the context vectors are cut off from the weight matrices (no grad_fn): keep it a "
@@ -111,7 +107,7 @@ def _weights(padded_softmax, scores, mask):
 @hidden_test("ex-06-padding", "padding anywhere: left padding and holes")
 def padding_anywhere(ns):
     padded_softmax = answer(ns, "padded_softmax")
-    scores = _randn(3, 2, 5, seed=20)
+    scores = randn(3, 2, 5, seed=20)
     mask = torch.tensor([[True, True, False, False, False],   # left padding
                          [False, True, False, True, False],   # holes
                          [False, False, False, False, False]])  # no padding at all
@@ -126,7 +122,7 @@ def padding_anywhere(ns):
 @hidden_test("ex-06-padding", "a fully padded sequence in the middle of the batch, T_q = 1")
 def padding_fully_padded_middle(ns):
     padded_softmax = answer(ns, "padded_softmax")
-    scores = _randn(3, 1, 4, seed=21)
+    scores = randn(3, 1, 4, seed=21)
     mask = torch.tensor([[False, False, True, True],
                          [True, True, True, True],   # all padding
                          [False, False, False, True]])
@@ -142,9 +138,9 @@ def padding_fully_padded_middle(ns):
 @hidden_test("ex-06-padding", "no NaN in the gradients of a fully padded sequence")
 def padding_gradients(ns):
     padded_softmax = answer(ns, "padded_softmax")
-    scores = _randn(2, 3, 4, seed=22).requires_grad_(True)
+    scores = randn(2, 3, 4, seed=22).requires_grad_(True)
     mask = torch.tensor([[False, False, False, True], [True, True, True, True]])
-    upstream = _randn(2, 3, 4, seed=23)
+    upstream = randn(2, 3, 4, seed=23)
     weights = _weights(padded_softmax, scores, mask.clone())
     if weights.grad_fn is None:
         raise Hint("the weights are cut off from the scores (no grad_fn): keep it a torch computation")

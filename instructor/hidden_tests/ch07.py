@@ -13,10 +13,6 @@ import torch
 from attention_book.instructor.hidden import Hint, answer, hidden_test, randn
 
 
-def _randn(*shape, seed, scale=1.0, dtype=torch.float32):
-    return scale * torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
-
-
 def _reference_causal(scores):
     T = scores.shape[-1]
     future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
@@ -41,7 +37,7 @@ DEVICE = ("on another device than the CPU your code fails{detail}: create the ma
 def causal_short(ns):
     causal_weights = answer(ns, "causal_weights")
     for shape in ((1, 1), (2, 1, 1), (2, 2), (3, 2, 2)):
-        scores = _randn(*shape, seed=1)
+        scores = randn(*shape, seed=1)
         result = causal_weights(scores.clone())
         if not isinstance(result, torch.Tensor) or tuple(result.shape) != shape:
             got = tuple(result.shape) if isinstance(result, torch.Tensor) else type(result).__name__
@@ -55,7 +51,7 @@ def causal_short(ns):
 @hidden_test("ex-07-causal-softmax", "large scores in float64")
 def causal_large_float64(ns):
     causal_weights = answer(ns, "causal_weights")
-    scores = _randn(2, 4, 4, seed=2, scale=500.0, dtype=torch.float64)
+    scores = randn(2, 4, 4, seed=2, scale=500.0, dtype=torch.float64)
     result = causal_weights(scores.clone())
     if not isinstance(result, torch.Tensor):
         raise Hint(f"causal_weights must return a tensor, got {type(result).__name__}")

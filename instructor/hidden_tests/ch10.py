@@ -9,7 +9,7 @@ import numbers
 
 import torch
 
-from attention_book.instructor.hidden import Hint, RemoteNamespace, answer, hidden_test
+from attention_book.instructor.hidden import Hint, RemoteNamespace, answer, hidden_test, randn
 
 
 def _flops(B, T, d):
@@ -48,10 +48,6 @@ def flops_without_package(student, reference):
 # ---------------------------------------------------------------- ex-10-kv-step
 
 
-def _randn(*shape, seed, scale=1.0, dtype=torch.float32):
-    return scale * torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
-
-
 def _reference_step(query, new_key, new_value, cache_keys, cache_values):
     keys = torch.cat([cache_keys, new_key], dim=-2)
     values = torch.cat([cache_values, new_value], dim=-2)
@@ -70,8 +66,8 @@ def _step(decode_step, *tensors):
 def kv_sizes_of_one(ns):
     decode_step = answer(ns, "decode_step")
     for B, H, t, hd in ((1, 1, 1, 1), (1, 1, 3, 2), (3, 1, 2, 1)):
-        tensors = [_randn(B, H, 1, hd, seed=s) for s in (1, 2, 3)]
-        tensors += [_randn(B, H, t, hd, seed=4), _randn(B, H, t, hd, seed=5)]
+        tensors = [randn(B, H, 1, hd, seed=s) for s in (1, 2, 3)]
+        tensors += [randn(B, H, t, hd, seed=4), randn(B, H, t, hd, seed=5)]
         got = _step(decode_step, *tensors)
         want = _reference_step(*tensors)
         for name, g, w in zip(("context", "keys", "values"), got, want):
@@ -88,11 +84,11 @@ def kv_sizes_of_one(ns):
 def kv_large_float64(ns):
     decode_step = answer(ns, "decode_step")
     B, H, t, hd = 2, 2, 40, 8
-    tensors = [_randn(B, H, 1, hd, seed=6, scale=40.0, dtype=torch.float64),
-               _randn(B, H, 1, hd, seed=7, scale=40.0, dtype=torch.float64),
-               _randn(B, H, 1, hd, seed=8, dtype=torch.float64),
-               _randn(B, H, t, hd, seed=9, scale=40.0, dtype=torch.float64),
-               _randn(B, H, t, hd, seed=10, dtype=torch.float64)]
+    tensors = [randn(B, H, 1, hd, seed=6, scale=40.0, dtype=torch.float64),
+               randn(B, H, 1, hd, seed=7, scale=40.0, dtype=torch.float64),
+               randn(B, H, 1, hd, seed=8, dtype=torch.float64),
+               randn(B, H, t, hd, seed=9, scale=40.0, dtype=torch.float64),
+               randn(B, H, t, hd, seed=10, dtype=torch.float64)]
     context, keys, values = _step(decode_step, *tensors)
     if not torch.isfinite(context).all():
         raise Hint("scores in the hundreds gave inf or nan: use torch.softmax (or subtract the maximum "
@@ -151,7 +147,7 @@ def _rotate(x, positions):
 
 @hidden_test("ex-10-rope", "long positions, a wide head, float64 (the self-check's sizes differ)")
 def rope_long_positions(student, reference):
-    x = _randn(1, 2, 4, 64, seed=41, dtype=torch.float64)
+    x = randn(1, 2, 4, 64, seed=41, dtype=torch.float64)
     positions = torch.tensor([1000, 1001, 1002, 4095])
     got = student.call("rotate", x, positions)
     if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(x.shape):
@@ -177,7 +173,7 @@ def rope_one_pair(student, reference):
 
 @hidden_test("ex-10-rope", "x left unchanged", guard=True)
 def rope_no_mutation(student, reference):
-    x = _randn(2, 3, 6, seed=42)
+    x = randn(2, 3, 6, seed=42)
     _, after = student.call_after("rotate", x, torch.arange(3))
     if not torch.equal(after["args"][0], x):
         raise Hint("rotate changed x in place: build a new tensor")
@@ -199,9 +195,9 @@ def _grouped(queries, keys, values):
 @hidden_test("ex-10-gqa", "groups of 4 and of 8, one token, float64")
 def gqa_other_groupings(student, reference):
     for B, H, H_kv, T, hd in ((2, 8, 2, 7, 4), (1, 8, 1, 1, 2), (3, 12, 3, 5, 6)):
-        q = _randn(B, H, T, hd, seed=51, dtype=torch.float64)
-        k = _randn(B, H_kv, T, hd, seed=52, dtype=torch.float64)
-        v = _randn(B, H_kv, T, hd, seed=53, dtype=torch.float64)
+        q = randn(B, H, T, hd, seed=51, dtype=torch.float64)
+        k = randn(B, H_kv, T, hd, seed=52, dtype=torch.float64)
+        v = randn(B, H_kv, T, hd, seed=53, dtype=torch.float64)
         got = student.call("grouped_attention", q, k, v)
         if not isinstance(got, torch.Tensor) or tuple(got.shape) != (B, H, T, hd):
             raise Hint(f"with {H} query heads and {H_kv} key/value heads the result must have shape "
@@ -214,7 +210,7 @@ def gqa_other_groupings(student, reference):
 
 @hidden_test("ex-10-gqa", "large scores stay finite")
 def gqa_large_scores(student, reference):
-    q, k, v = _randn(1, 4, 6, 8, seed=54, scale=30.0), _randn(1, 2, 6, 8, seed=55, scale=30.0), _randn(1, 2, 6, 8, seed=56)
+    q, k, v = randn(1, 4, 6, 8, seed=54, scale=30.0), randn(1, 2, 6, 8, seed=55, scale=30.0), randn(1, 2, 6, 8, seed=56)
     got = student.call("grouped_attention", q, k, v)
     if not isinstance(got, torch.Tensor) or not torch.isfinite(got).all():
         raise Hint("scores in the hundreds gave inf or nan: use torch.softmax (it subtracts the maximum)")

@@ -25,7 +25,7 @@ import types
 from typing import Iterable, List, Optional, Set, Tuple
 
 __all__ = ["answer_source", "calls", "package_use", "own_work", "chapter_code_use", "digest_of",
-           "definition_digest", "parse_cell", "StaticAnswer", "PACKAGE", "WRITE_YOUR_OWN"]
+           "definition_digest", "indexes_argument", "parse_cell", "StaticAnswer", "PACKAGE", "WRITE_YOUR_OWN"]
 
 PACKAGE = "attention_book"
 WRITE_YOUR_OWN = "write your own"
@@ -536,6 +536,17 @@ def own_work(obj, exercise: str, allowed: Iterable = ()) -> str:
 # --------------------------------------------------------------------------------------------------
 
 
+def indexes_argument(function: ast.AST, position: int) -> bool:
+    """Whether ``function`` (a def or lambda node) indexes its ``position``-th argument
+    (``weight[ids]``): the ``no_index`` rule of :mod:`.rules`, for the self-check and the grader."""
+    args = function.args.args
+    if len(args) <= position:
+        return False
+    name = args[position].arg
+    return any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == name
+               for n in ast.walk(function))
+
+
 def parse_cell(text: str) -> Optional[ast.Module]:
     lines = [line for line in text.splitlines() if not line.lstrip().startswith(("%", "!"))]
     try:
@@ -686,11 +697,7 @@ class StaticAnswer:
     def indexes_argument(self, function: str, position: int) -> bool:
         """Whether the student's ``function`` indexes its ``position``-th argument (``weight[ids]``)."""
         node = self.helpers.get(function)
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or len(node.args.args) <= position:
-            return False
-        name = node.args.args[position].arg
-        return any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == name
-                   for n in ast.walk(node))
+        return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and indexes_argument(node, position)
 
     def chapter_names(self, body: Iterable[str], allowed: Iterable[str] = ()) -> List[str]:
         """Names of the chapter's finished code (``body``) the answer refers to, unless the

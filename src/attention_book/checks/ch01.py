@@ -6,6 +6,7 @@ import ast
 
 import torch
 
+from .answers import indexes_argument
 from .core import Guard, Hint, answer_source, calls, close, register
 from .rules import LOOKUP_NAMES, rule  # noqa: F401 - the rule's one table (grader too)
 
@@ -15,11 +16,7 @@ def _indexes_argument(fn, position: int) -> bool:
     tree = ast.parse(answer_source(fn))
     function = next((node for node in ast.walk(tree)
                      if isinstance(node, (ast.FunctionDef, ast.Lambda))), None)
-    if function is None or len(function.args.args) <= position:
-        return False
-    name = function.args.args[position].arg
-    return any(isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
-               and node.value.id == name for node in ast.walk(function))
+    return function is not None and indexes_argument(function, position)
 
 
 @register("ex-01-one-hot", "Embedding as a matrix product")

@@ -290,10 +290,6 @@ def _nucleus(logits: torch.Tensor, p: float) -> torch.Tensor:
     return keep_sorted.scatter(-1, order, keep_sorted)
 
 
-def _reference_top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
-    return logits.masked_fill(~_nucleus(logits, p), float("-inf"))
-
-
 def _top_p_output(top_p_filter, logits: torch.Tensor, p: float) -> torch.Tensor:
     out = top_p_filter(logits.clone(), p)
     if not isinstance(out, torch.Tensor):

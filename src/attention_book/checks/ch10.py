@@ -511,43 +511,40 @@ def rope(rotate):
 
 
 # ---------------------------------------------------------------- ex-10-gqa
+def _attend(queries, keys, values, scale=True, mask=True, dim=-1):
+    """Causal ``softmax(queries @ keys^T / sqrt(hd)) @ values``, head by head (or a typical slip:
+    no scale, no mask, the softmax over another dimension)."""
+    T = queries.shape[-2]
+    scores = queries @ keys.transpose(-2, -1)
+    if scale:
+        scores = scores / math.sqrt(queries.shape[-1])
+    if mask:
+        scores = scores.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1), float("-inf"))
+    return torch.softmax(scores, dim=dim) @ values
+
+
 def _reference_gqa(queries, keys, values):
     groups = queries.shape[1] // keys.shape[1]
-    keys = keys.repeat_interleave(groups, dim=1)
-    values = values.repeat_interleave(groups, dim=1)
-    T = queries.shape[-2]
-    hide = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
-    scores = queries @ keys.transpose(-2, -1) / math.sqrt(queries.shape[-1])
-    return torch.softmax(scores.masked_fill(hide, float("-inf")), dim=-1) @ values
+    return _attend(queries, keys.repeat_interleave(groups, dim=1), values.repeat_interleave(groups, dim=1))
 
 
 def _gqa_diagnosis(got, queries, keys, values) -> str:
-    H, H_kv, T, hd = queries.shape[1], keys.shape[1], queries.shape[-2], queries.shape[-1]
-    groups = H // H_kv
-    hide = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
-
-    def attend(k, v, scale=True, mask=True, dim=-1):
-        scores = queries @ k.transpose(-2, -1)
-        if scale:
-            scores = scores / math.sqrt(hd)
-        if mask:
-            scores = scores.masked_fill(hide, float("-inf"))
-        return torch.softmax(scores, dim=dim) @ v
-
+    H = queries.shape[1]
+    groups = H // keys.shape[1]
     tiled = (keys.repeat(1, groups, 1, 1), values.repeat(1, groups, 1, 1))
     grouped = (keys.repeat_interleave(groups, 1), values.repeat_interleave(groups, 1))
     wrong = [
-        (attend(*tiled), "query head h reads key/value head h % num_kv_heads: you tiled the "
+        (_attend(queries, *tiled), "query head h reads key/value head h % num_kv_heads: you tiled the "
          "heads (like tensor.repeat). Consecutive query heads form a group: head h reads "
          "key/value head h // (num_heads // num_kv_heads)"),
-        (attend(*grouped, mask=False), "a query sees later tokens: hide every key that comes "
+        (_attend(queries, *grouped, mask=False), "a query sees later tokens: hide every key that comes "
          "after its query (causal attention)"),
-        (attend(*grouped, scale=False), "the scores are not scaled: divide them by "
+        (_attend(queries, *grouped, scale=False), "the scores are not scaled: divide them by "
          "sqrt(head_dim) before the softmax"),
-        (attend(keys[:, :1].expand(-1, H, -1, -1), values[:, :1].expand(-1, H, -1, -1)),
+        (_attend(queries, keys[:, :1].expand(-1, H, -1, -1), values[:, :1].expand(-1, H, -1, -1)),
          "every query head reads key/value head 0: each group of query heads has its own "
          "key/value head"),
-        (attend(*grouped, dim=-2), "the softmax runs over the queries: normalise over the "
+        (_attend(queries, *grouped, dim=-2), "the softmax runs over the queries: normalise over the "
          "keys, dim=-1"),
     ]
     for candidate, hint in wrong:

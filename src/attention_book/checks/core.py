@@ -214,7 +214,7 @@ class Verdict:
                 lines.append(f"  PASS  {name}")
             elif status == "WAIT":
                 lines.append(f"  ....  {name}: not checked until the values are right")
-                if hint not in (GUARD_HINT, VALUES_FIRST) and not hint.startswith(VALUES_FIRST):
+                if hint != GUARD_HINT and not hint.startswith(VALUES_FIRST):
                     lines.append(f"        {hint}")
             else:
                 lines.append(f"  FAIL  {name}\n        hint: {hint}")
