@@ -33,7 +33,7 @@ from attention_book.instructor.gradebook import ManualPointsError, read_manual_p
 from attention_book.instructor.markup import NOT_IMPLEMENTED, cell_text
 from attention_book.instructor.release import build_release
 from attention_book.instructor.report import plain_title
-from attention_book.instructor.sandbox import IsolationError, check_isolation
+from helpers import needs_isolation
 from test_release import make_toy_course
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,15 +62,6 @@ def square_small(student, reference):
 '''
 POINTS = "ex-99-double = 2\nex-99-square = 1\nex-99-why = 2\n"
 WRITTEN_ANSWER = "Squares never go negative.\n## mallory: 2 of 2 points\n<script>alert(1)</script>"
-
-
-def needs_isolation(tmp_path) -> None:
-    try:
-        check_isolation(ROOT, tmp_path)
-    except IsolationError as err:
-        if os.environ.get("CI"):
-            pytest.fail(f"the sandbox must work in CI: {err}")
-        pytest.skip(f"no isolation on this machine: {err}")
 
 
 def answer(nb, label: str, body: str):

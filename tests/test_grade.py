@@ -10,7 +10,6 @@ in test_grader_hostile.py, the hidden tests of the chapters in test_grader_hidde
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 from pathlib import Path
 
@@ -25,8 +24,8 @@ from attention_book.instructor.hidden import HiddenTest, hidden_test, load_hidde
 from attention_book.instructor.markup import NOT_IMPLEMENTED
 from attention_book.instructor.release import build_release
 from attention_book.instructor.report import csv_cell, md_cell
-from attention_book.instructor.sandbox import IsolationError, check_isolation
 from attention_book.instructor.scoring import score_exercise
+from helpers import needs_isolation
 from test_release import make_toy_course
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,15 +86,6 @@ def insert_after(nb, needle: str, source: str):
     index = next(i for i, c in enumerate(nb.cells) if c.source.startswith(needle))
     nb.cells.insert(index + 1, new_code_cell(source))
     return nb
-
-
-def needs_isolation(tmp_path) -> None:
-    try:
-        check_isolation(ROOT, tmp_path)
-    except IsolationError as err:
-        if os.environ.get("CI"):
-            pytest.fail(f"the sandbox must work in CI: {err}")
-        pytest.skip(f"no isolation on this machine: {err}")
 
 
 # ------------------------------------------------------------------------------------------------ scoring

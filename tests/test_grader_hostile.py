@@ -35,9 +35,10 @@ from attention_book.instructor.grade import GradeOptions, grade_folder, hidden_t
 from attention_book.instructor.release import release_notebook
 from attention_book.instructor.report import read_grades
 from attention_book.instructor.runner import RunOptions
-from attention_book.instructor.sandbox import UID_BASE, IsolationError, Sandbox, check_isolation
+from attention_book.instructor.sandbox import UID_BASE, IsolationError, Sandbox
 from attention_book.instructor.submissions import display_name, pick_chapter
 from attention_book.instructor.worker import hard_deadline
+from helpers import needs_isolation
 from hostile.attacks import ATTACKS, solved_subset
 from hostile.harness import grade_in_process, read_records, snapshot
 from hostile.round2 import NAMES, ROUND2
@@ -52,16 +53,6 @@ LIMITS = dict(processes=64, memory_mb=6144, disk_mb=256, total_memory_mb=2048)
 HOLD_SECONDS = 30  # the process hog keeps its processes this long (the two notebooks beside it take ~3 s each)
 
 pytestmark = pytest.mark.slow
-
-
-def _isolation_works(tmp_path) -> bool:
-    try:
-        check_isolation(ROOT, tmp_path)
-    except IsolationError as err:
-        if os.environ.get("CI"):
-            pytest.fail(f"the sandbox must work in CI: {err}")
-        pytest.skip(f"no isolation on this machine: {err}")
-    return True
 
 
 def _write(folder: Path, name, nb) -> None:
@@ -104,7 +95,7 @@ def _sandbox_processes():
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     base = tmp_path_factory.mktemp("hostile")
-    _isolation_works(base)
+    needs_isolation(base)
     course = Course.load(ROOT)
     chapter = pick_chapter(course, "03")
     source = nbformat.read(str(ROOT / chapter.path), as_version=4)

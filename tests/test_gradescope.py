@@ -23,7 +23,8 @@ from attention_book.cli import main
 from attention_book.instructor.course import Course
 from attention_book.instructor.gradescope import build_bundle
 from attention_book.instructor.release import build_release
-from test_classroom import POINTS, TOY_HIDDEN, answer, needs_isolation
+from helpers import needs_isolation
+from test_classroom import POINTS, TOY_HIDDEN, answer
 from test_release import make_toy_course
 
 ROOT = Path(__file__).resolve().parents[1]

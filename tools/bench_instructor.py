@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,9 +96,8 @@ def run_grader(which: str, root: Path, subs: Path, out: Path, chapter: str, jobs
         env["PYTHONPATH"] = str(root / "src")
     else:
         env.pop("PYTHONPATH", None)
-    extra: List[str] = ["--chapter", chapter]
     command = [python or sys.executable, "-m", "attention_book.cli", "grade", str(subs), "--root", str(root),
-               "--out", str(out), "--force", "--no-executed", "--jobs", str(jobs), *extra]
+               "--out", str(out), "--force", "--no-executed", "--jobs", str(jobs), "--chapter", chapter]
     if which == "new" and os.environ.get("BENCH_UNSAFE"):
         command.append("--unsafe")
     sys.path.insert(0, str(ROOT / "tests"))

@@ -134,6 +134,11 @@ class Course:
     def points_for(self, label: str) -> float:
         return self.points.get(label, DEFAULT_POINTS)
 
+    def hidden_file(self, chapter: Chapter) -> Optional[Path]:
+        """The chapter's hidden tests, ``hidden_dir/chNN.py`` (it may not exist); None for a
+        chapter without a number."""
+        return self.hidden_dir / f"ch{chapter.number:02d}.py" if chapter.number is not None else None
+
     def context(self) -> ConvertContext:
         ctx = ConvertContext()
         for chapter in self.chapters:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import sys
 import tempfile
 import threading
@@ -39,7 +38,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
-from urllib.parse import quote
 
 from .course import Course
 from .feedback import exercise_reports, feedback_markdown, written_answers, written_markdown
@@ -53,8 +51,8 @@ from .report import CSV_COLUMNS, atomic_write, plain_title, read_grades, write_i
 from .runner import HIDDEN_OUTPUTS_NOTE, RunOptions, run_notebook
 from .sandbox import IsolationError, Limits, check_isolation
 from .scoring import score_exercise
-from .submissions import (Submission, display_name, list_submissions, pick_chapter, read_notebook, recognise_chapter,
-                          record_name, redact_paths)
+from .submissions import (Submission, display_name, file_name_part, list_submissions, pick_chapter, read_notebook,
+                          recognise_chapter, record_name, redact_paths)
 
 __all__ = ["GradeOptions", "GradeReport", "grade_folder", "score_exercise", "read_grades", "CSV_COLUMNS",
            "hidden_tests_of", "run_tests", "ReferenceCache", "default_out", "MARKER"]
@@ -136,7 +134,7 @@ class GradeReport:
 
 def hidden_tests_of(course: Course, chapter: Chapter) -> Dict[str, List[HiddenTest]]:
     """The graded chapter's hidden tests only (``chNN.py``; none: an empty dict)."""
-    path = course.hidden_dir / f"ch{chapter.number:02d}.py" if chapter.number is not None else None
+    path = course.hidden_file(chapter)
     if path is None or not path.is_file():
         return {}
     return load_hidden_tests(path)
@@ -147,11 +145,15 @@ def hidden_tests_of(course: Course, chapter: Chapter) -> Dict[str, List[HiddenTe
 # ------------------------------------------------------------------------------------------------
 
 
+def _record_head(sub: Submission, chapter: Chapter) -> Dict[str, Any]:
+    """The fields that name a record's submission (a rerun reuses a record whose fields still match)."""
+    return {"version": RECORD_VERSION, "file": sub.name, "sha256": sub.digest, "chapter": chapter.path}
+
+
 def grade_submission(sub: Submission, course: Course, chapter: Chapter, release_nb, labels: List[str],
                      tests: Dict[str, List[HiddenTest]], cache: ReferenceCache, options: RunOptions,
                      executed: Optional[Path]) -> dict:
-    record: Dict[str, Any] = {"version": RECORD_VERSION, "file": sub.name, "sha256": sub.digest,
-                              "chapter": chapter.path, "error": "", "flags": [], "answer_flags": {},
+    record: Dict[str, Any] = {**_record_head(sub, chapter), "error": "", "flags": [], "answer_flags": {},
                               "zero": {}, "results": {}, "reasons": {}, "notes": {}, "stop": None,
                               "self_check": {}, "written": {}}
     read_notebook(sub)
@@ -208,7 +210,7 @@ def grade_submission(sub: Submission, course: Course, chapter: Chapter, release_
 
         nb = nbformat.v4.new_notebook()
         nb.cells = plan.cells
-        atomic_write(executed / quote(os.fsencode(sub.name), safe="-_."), nbformat.writes(nbformat.from_dict(nb)))
+        atomic_write(executed / file_name_part(sub.name), nbformat.writes(nbformat.from_dict(nb)))
     return record
 
 
@@ -260,9 +262,8 @@ def _worker_record(record: dict, sub: Submission, chapter: Chapter, options: Run
                    "its replies took the grader past its memory limit"),
     }.get(problem, (f"the autograder failed on this notebook ({problem}: {record.get('detail', '')}): 0 points",
                     f"the grader's worker {problem}"))
-    out = {"version": RECORD_VERSION, "file": sub.name, "sha256": sub.digest, "chapter": chapter.path,
-           "error": why[0], "flags": [why[1]], "answer_flags": {}, "zero": {}, "results": {}, "reasons": {},
-           "notes": {}, "stop": None, "seconds": record.get("seconds", 0)}
+    out = {**_record_head(sub, chapter), "error": why[0], "flags": [why[1]], "answer_flags": {}, "zero": {},
+           "results": {}, "reasons": {}, "notes": {}, "stop": None, "seconds": record.get("seconds", 0)}
     if problem == "crash":
         out["retry"] = True
     return out
@@ -302,8 +303,7 @@ def reference_values(course: Course, chapter: Chapter, tests, labels: List[str],
     """The chapter's reference values: from ``out/.cache`` when its key still matches (see
     :mod:`.reference_cache`), else computed (``before_run()`` first, e.g. the isolation check)
     and saved. Returns ``(cache, seconds of the reference run, taken from the cache)``."""
-    hidden_file = course.hidden_dir / f"ch{chapter.number:02d}.py" if chapter.number is not None else None
-    key = cache_key(course, chapter, hidden_file, labels)
+    key = cache_key(course, chapter, course.hidden_file(chapter), labels)
     if reuse:
         cache = load_reference_cache(out, key)
         if cache is not None:
@@ -396,14 +396,12 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
     records_dir = _mkdir(out / "records")
     executed = _mkdir(out / "executed") if options.keep_executed else None
     title = plain_title(chapter.title or chapter.stem)
-    hidden_path = course.hidden_dir / f"ch{chapter.number:02d}.py" if chapter.number is not None else None
+    hidden_path = course.hidden_file(chapter)
     isolation_checked = []
 
     def ensure_isolation() -> None:
         if options.unsafe or isolation_checked:
             return
-        import tempfile
-
         with tempfile.TemporaryDirectory(prefix="ab-isolation-") as scratch:
             try:
                 check_isolation(course.root, Path(scratch))
@@ -420,9 +418,8 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
             record = json.loads(path.read_text(encoding="utf-8"))
         except ValueError:
             return None
-        if (not isinstance(record, dict) or record.get("file") != sub.name or record.get("sha256") != sub.digest
-                or record.get("version") != RECORD_VERSION or record.get("chapter") != chapter.path
-                or record.get("retry")):
+        if (not isinstance(record, dict) or record.get("retry")
+                or any(record.get(key) != value for key, value in _record_head(sub, chapter).items())):
             return None
         return record
 
@@ -487,8 +484,7 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
                 record = grade_submission(sub, course, chapter, release_nb, labels, tests, cache, run_options,
                                           executed)
         except Exception as err:  # a grader bug or an odd notebook: 0 with the reason, graded again later
-            record = {"version": RECORD_VERSION, "file": sub.name, "sha256": sub.digest,
-                      "chapter": chapter.path, "error": f"the autograder failed: {type(err).__name__}: {err}",
+            record = {**_record_head(sub, chapter), "error": f"the autograder failed: {type(err).__name__}: {err}",
                       "retry": True}
         if (record.get("stop") or "").startswith("the autograder could not run"):
             record["retry"] = True
@@ -554,8 +550,6 @@ def _write_class_files(report: GradeReport, course: Course, chapter: Chapter, su
                if course.points_for(ex.label) > 0 and (ex.kind == "written" or ex in exercises)]
     entries = []
     feedback_dir = _mkdir(out / "feedback")
-    from urllib.parse import quote
-
     for sub in graded:
         record = records[sub.name]
         reports = exercise_reports(record, exercises + written, tests, course.points_for, manual)
@@ -564,7 +558,7 @@ def _write_class_files(report: GradeReport, course: Course, chapter: Chapter, su
         notes += [f for f in record.get("flags") or []]
         if record.get("stop") and not record.get("error"):
             notes.append(f"the run stopped early: {record['stop']}")
-        write_if_changed(feedback_dir / (quote(sub.student, safe="-_.") + ".md"),
+        write_if_changed(feedback_dir / (file_name_part(sub.student) + ".md"),
                          feedback_markdown(sub.student, title, reports, notes))
     report.feedback_dir = feedback_dir
     report.gradebook_path = out / "gradebook.csv"

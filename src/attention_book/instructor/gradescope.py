@@ -105,10 +105,9 @@ def _course_files(course, chapter) -> dict:
         files["course/_config.yml"] = config.read_bytes()
     files[f"course/{chapter.path}"] = (course.root / chapter.path).read_bytes()
     files["course/instructor/points.toml"] = course.points_file.read_bytes()
-    if chapter.number is not None:
-        hidden = course.hidden_dir / f"ch{chapter.number:02d}.py"
-        if hidden.is_file():
-            files[f"course/instructor/hidden_tests/{hidden.name}"] = hidden.read_bytes()
+    hidden = course.hidden_file(chapter)
+    if hidden is not None and hidden.is_file():
+        files[f"course/instructor/hidden_tests/{hidden.name}"] = hidden.read_bytes()
     package = Path(attention_book.__file__).resolve().parent
     for path in sorted(package.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".js", ".css"):
@@ -245,10 +244,11 @@ def _pick_notebook(submission: Path, course, chapter) -> tuple:
             continue
         hit = recognise_chapter(nb, course)
         if hit is not None and hit.path == chapter.path:
-            names = ", ".join(p.name for p in found)
-            return path, f"You uploaded {len(found)} notebooks ({names}); {path.name} was graded."
+            break
+    else:
+        path = found[0]
     names = ", ".join(p.name for p in found)
-    return found[0], f"You uploaded {len(found)} notebooks ({names}); {found[0].name} was graded."
+    return path, f"You uploaded {len(found)} notebooks ({names}); {path.name} was graded."
 
 
 def results_for(record: dict, course, chapter, tests, title: str, note: str = "") -> dict:
@@ -286,11 +286,9 @@ def results_for(record: dict, course, chapter, tests, title: str, note: str = ""
 
 
 def _write_results(path: Path, results: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    tmp.chmod(0o644)
-    os.replace(tmp, path)
+    from .report import atomic_write
+
+    atomic_write(path, json.dumps(results, indent=1) + "\n")
 
 
 def _zero(course, chapter, tests, title: str, why: str) -> dict:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from ..checks.core import Hint
+from .wire import Opaque  # a value the kernel cannot send back as data: its type only
 
 __all__ = ["Hint", "HiddenTest", "hidden_test", "load_hidden_tests", "randn", "same", "Session",
            "AnswerError", "NotImplementedYet", "Opaque", "HIDDEN_TESTS", "answer", "RemoteNamespace",
@@ -58,9 +59,6 @@ def answer_error(ename: str, evalue: str) -> AnswerError:
     if ename not in _ERROR_TYPES:
         _ERROR_TYPES[ename] = type(f"Answer{ename}", (AnswerError, builtin), {"__str__": AnswerError.__str__})
     return _ERROR_TYPES[ename](ename, evalue)
-
-
-from .wire import Opaque  # noqa: E402  (a value the kernel cannot send back as data: its type only)
 
 
 class Session:

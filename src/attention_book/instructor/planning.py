@@ -119,11 +119,18 @@ def _dotted(node) -> str:
     return ""
 
 
+def _parse(text: str) -> Optional[ast.Module]:
+    """The cell's syntax tree, or None for code that does not parse (it will fail when it runs)."""
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
 def scan_code(text: str, modules: Set[str]) -> List[str]:
     """Flags for code in an answer or added cell (``modules``: names bound by imports anywhere)."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = _parse(text)
+    if tree is None:
         return []  # it will fail when it runs; not tampering
     roots = MODULE_ROOTS | modules
     flags: List[str] = []
@@ -173,11 +180,7 @@ def scan_code(text: str, modules: Set[str]) -> List[str]:
 
 def imported_names(texts: List[str]) -> Set[str]:
     names: Set[str] = set()
-    for text in texts:
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
+    for tree in filter(None, map(_parse, texts)):
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 names |= {(a.asname or a.name).split(".")[0] for a in node.names}
@@ -238,7 +241,7 @@ def plan_submission(nb, release_nb, chapter: Chapter, labels: List[str]) -> Plan
     matcher = difflib.SequenceMatcher(a=release_hashes, b=sub_hashes, autojunk=False)
     plan = Plan([], {}, {label: "" for label in labels})
     answers_seen: Dict[str, int] = {}
-    pairings = [0]
+    pairings = 0
     student_texts: List[str] = []
 
     def role_name(index: int) -> str:
@@ -288,16 +291,20 @@ def plan_submission(nb, release_nb, chapter: Chapter, labels: List[str]) -> Plan
             pairs = list(zip(unmatched_release, others))
         else:  # cells added and edited: pair an edited copy with the course cell it resembles
             pairs = []
+            paired: Set[int] = set()
+            student_lines = {j: _lines(sub_texts[j]) for j in others}
             for i in unmatched_release:
+                release_lines = _lines(cell_text(release_cells[i]))
                 scored = []
                 for j in others:
-                    if j in {p[1] for p in pairs} or pairings[0] >= MAX_PAIRINGS:
+                    if j in paired or pairings >= MAX_PAIRINGS:
                         continue
-                    pairings[0] += 1
-                    scored.append((_similarity(_lines(cell_text(release_cells[i])), _lines(sub_texts[j])), j))
+                    pairings += 1
+                    scored.append((_similarity(release_lines, student_lines[j]), j))
                 best = max(scored, default=(0.0, None))
                 if best[1] is not None and best[0] >= 0.6:
                     pairs.append((i, best[1]))
+                    paired.add(best[1])
         for i, j in pairs:  # the student's edited copy is replaced by the release's cell
             taken.add(j)
             plan.flags.append(f"{role_name(i)} {i + 1} changed: restored from the release")
@@ -327,11 +334,7 @@ def plan_submission(nb, release_nb, chapter: Chapter, labels: List[str]) -> Plan
 
 def _defined_names(texts: List[str]) -> Set[str]:
     names: Set[str] = set()
-    for text in texts:
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
+    for tree in filter(None, map(_parse, texts)):
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 names.add(node.name)
@@ -350,7 +353,8 @@ def rule_violations(label: str, answer: str, student_texts: List[str], course_te
 
     rules = rule(label)
     reasons = []
-    missing = [name for name in (wanted or []) if name not in _defined_names(student_texts)]
+    defined = _defined_names(student_texts) if wanted else set()
+    missing = [name for name in (wanted or []) if name not in defined]
     if missing:
         reasons.append((f"your answer does not define `{missing[0]}` (the exercise asks you to write it)",
                         f"does not define {missing[0]}"))

@@ -19,7 +19,7 @@ from .course import Course
 from .hidden import AnswerError, HiddenTest, NotImplementedYet, Session, answer_error, answer_error_message
 from .markup import Chapter
 from .planning import plan_reference
-from .runner import RunOptions, run_notebook
+from .runner import ReplyRefused, RunOptions, run_notebook
 
 __all__ = ["ReferenceCache", "run_tests", "compute_references"]
 
@@ -99,7 +99,7 @@ def run_tests(tests: List[HiddenTest], student: Session, reference: Session) -> 
             entry["hint"] = str(err)[:400] or "failed"
         except AnswerError as err:
             entry["hint"] = answer_error_message(err)
-            if type(err).__name__ == "ReplyRefused":
+            if isinstance(err, ReplyRefused):
                 entry["refused"] = True
         except LookupError as err:
             entry["hint"] = f"grader problem: {err}"

@@ -88,6 +88,10 @@ class ReplyRefused(AnswerError):
     """A reply that is not data within the bounds: the test fails and the submission is flagged."""
 
 
+def _refused(text: str) -> ReplyRefused:
+    return ReplyRefused("BadReply", text, from_grader=True)
+
+
 class KernelDied(Exception):
     pass
 
@@ -271,14 +275,15 @@ class Kernel:
         except Exception:
             pass
 
-    def execute(self, cell: dict, index: int, deadline: float, options: RunOptions) -> str:
+    def execute(self, cell: dict, deadline: float) -> str:
         """Run one cell; its outputs go into ``cell["outputs"]``. Returns "ok", "timeout",
-        "flood" (interrupted for too many outputs) or raises KernelDied."""
+        "flood" (interrupted for too many outputs), "capped" (outputs truncated) or raises KernelDied."""
         self._drain_iopub(time.monotonic() + 0.2)
         content = {"code": cell.get("source", ""), "silent": False, "store_history": True,
                    "user_expressions": {}, "allow_stdin": False, "stop_on_error": False}
         msg = self.session.send(self.sockets["shell"], "execute_request", content)
         msg_id = msg["header"]["msg_id"]
+        options = self.options
         outputs = Outputs(cell, options.max_output_chars)
         reply = None
         idle = False
@@ -371,8 +376,7 @@ class Kernel:
             raise KernelDied() from None
         except wire.WireError as err:
             self._recover(msg_id)
-            raise ReplyRefused("BadReply", f"the kernel's reply broke the grader's bounds ({err})",
-                               from_grader=True) from None
+            raise _refused(f"the kernel's reply broke the grader's bounds ({err})") from None
         now = time.monotonic()
         if self._wait_shell(msg_id, max(min(deadline, now + INTERRUPT_GRACE), now + 1.0)) is None:
             self._recover(msg_id)
@@ -527,21 +531,18 @@ class KernelSession(Session):
         self.calls += 1
         try:
             raw = self.kernel.call(data, deadline, self.options.max_reply_bytes)
+            try:
+                reply = wire.decode(raw, wire.Bounds(max_bytes=self.options.max_reply_bytes))
+            except wire.WireError as err:
+                raise _refused(f"the kernel's reply broke the grader's bounds ({err})") from None
+            if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
+                raise _refused("the kernel's reply is not in the expected form")
         except KernelDied:
             self.kernel.responsive = False
             raise AnswerError("KernelDied", "the kernel died during the call", from_grader=True) from None
         except ReplyRefused as err:
             self._flag(err.evalue)
             raise
-        try:
-            reply = wire.decode(raw, wire.Bounds(max_bytes=self.options.max_reply_bytes))
-        except wire.WireError as err:
-            self._flag(f"the kernel's reply broke the grader's bounds ({err})")
-            raise ReplyRefused("BadReply", f"the kernel's reply broke the grader's bounds ({err})",
-                               from_grader=True) from None
-        if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
-            self._flag("the kernel's reply is not in the expected form")
-            raise ReplyRefused("BadReply", "the kernel's reply is not in the expected form", from_grader=True)
         if not reply["ok"]:
             raise answer_error(str(reply.get("ename"))[:100], str(reply.get("evalue"))[:2000])
         return reply
@@ -570,6 +571,7 @@ def run_notebook(cells: List[dict], points: Dict[int, List[str]], on_point: Call
     kernel = Kernel(options, course_root)
     session: Optional[KernelSession] = None
     running = 0
+    flooded = False
     limit_text = f"the notebook ran past its time limit ({options.timeout:g} s)"
     try:
         kernel.start(time.monotonic() + START_SECONDS)
@@ -582,13 +584,12 @@ def run_notebook(cells: List[dict], points: Dict[int, List[str]], on_point: Call
                     result.stop = limit_text
                     break
                 running = index + 1
-                outcome = kernel.execute(cell, index, deadline, options)
+                outcome = kernel.execute(cell, deadline)
                 if outcome == "timeout":
                     result.stop = limit_text
-                elif outcome == "flood":
+                elif outcome in ("flood", "capped"):
                     result.truncated.append(index)
-                elif outcome == "capped":
-                    result.truncated.append(index)
+                    flooded = flooded or outcome == "flood"
             if points.get(index) and kernel.responsive and kernel.alive():
                 on_point(points[index], session)
             if not kernel.alive():
@@ -615,8 +616,7 @@ def run_notebook(cells: List[dict], points: Dict[int, List[str]], on_point: Call
     result.flags = list(dict.fromkeys(kernel.flags + (session.flags if session else [])))
     if session is not None:
         result.calls = session.calls
-    flood = [i for i in result.truncated if any("more than" in str(o.get("text", "")) for o in cells[i].get("outputs", []))]
-    if flood:
+    if flooded:
         result.flags.append(f"printed more than {options.max_messages} outputs in a cell (interrupted)")
     first = session.first_call_cell if session is not None else None
     result.cell_errors = [

@@ -367,6 +367,13 @@ class Sandbox:
         if claim is not None:
             cgroup = Cgroup.create(f"{slot_name}-{os.getpid()}-{claim.uid}", limits.total_memory_mb * 1024 * 1024,
                                    limits.processes + 16)
+
+        def give_back() -> None:  # the sandbox did not start: its cgroup and user id are free again
+            if cgroup:
+                cgroup.remove()
+            if claim:
+                claim.release()
+
         mb = 1024 * 1024
         config = {
             "uid": claim.uid if claim else None,
@@ -382,10 +389,7 @@ class Sandbox:
         }
         config_bytes = json.dumps(config).encode()
         if len(config_bytes) > 60_000 or sum(len(a) + 1 for a in options) > 60_000:  # they must fit the pipes
-            if cgroup:
-                cgroup.remove()
-            if claim:
-                claim.release()
+            give_back()
             raise IsolationError("the sandbox's settings are too long")
         args_r, args_w = os.pipe()
         conf_r, conf_w = os.pipe()
@@ -412,10 +416,7 @@ class Sandbox:
         except BaseException:
             for fd in (args_r, conf_r, info_r, info_w):
                 os.close(fd)
-            if cgroup:
-                cgroup.remove()
-            if claim:
-                claim.release()
+            give_back()
             raise
         for fd in (args_r, conf_r, info_w):
             os.close(fd)
@@ -539,8 +540,8 @@ def _processes_of(uid: int) -> List[int]:
     return found
 
 
-def open_inside(child_pid: int, relative: str, want_socket: bool = True) -> int:
-    """An ``O_PATH`` descriptor of ``relative`` inside the sandbox of ``child_pid``, reached through
+def open_inside(child_pid: int, relative: str) -> int:
+    """An ``O_PATH`` descriptor of the socket ``relative`` inside the sandbox of ``child_pid``, reached through
     ``/proc/<pid>/root`` one component at a time, never following a link: a link, FIFO or file the
     kernel planted there is refused (OSError), never opened, read or written."""
     fd = os.open(f"/proc/{child_pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -553,7 +554,7 @@ def open_inside(child_pid: int, relative: str, want_socket: bool = True) -> int:
             os.close(fd)
             fd = new
         info = os.fstat(fd)
-        if want_socket and not stat.S_ISSOCK(info.st_mode):
+        if not stat.S_ISSOCK(info.st_mode):
             raise OSError(errno.ENOTSOCK, f"{relative} is not a socket")
         return fd
     except BaseException:
@@ -566,7 +567,7 @@ def check_isolation(course_root: Path, scratch: Optional[Path] = None) -> None:
     box = Sandbox(course_root, limits=Limits(total_memory_mb=512, processes=16))
     request_r, request_w = os.pipe()
     reply_r, reply_w = os.pipe()
-    code = ("import os; os.write(201, b'uid=%d ' % os.geteuid() + "
+    code = (f"import os; os.write({REPLY_FD}, b'uid=%d ' % os.geteuid() + "
             "open('/sandbox/kernel/kernel.json').read().encode())")
     try:
         proc = box.start([sys.executable, "-I", "-c", code], kernel_env(), {"probe": True}, (request_r, reply_w),

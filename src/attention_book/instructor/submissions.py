@@ -28,7 +28,7 @@ from .course import Course, natural_key
 from .markup import LABEL_RE, Chapter, cell_text
 
 __all__ = ["Submission", "list_submissions", "read_notebook", "recognise_chapter", "pick_chapter",
-           "record_name", "display_name", "redact_paths", "MAX_BYTES"]
+           "record_name", "file_name_part", "display_name", "redact_paths", "MAX_BYTES"]
 
 MAX_BYTES = 20 * 1024 * 1024
 
@@ -74,8 +74,13 @@ def redact_paths(text: str, paths) -> str:
     return text
 
 
+def file_name_part(name: str) -> str:
+    """``name``'s bytes percent-escaped (one-to-one): a safe part of a file name the grader writes."""
+    return quote(os.fsencode(name), safe="-_.")
+
+
 def record_name(file_name: str) -> str:
-    return quote(os.fsencode(file_name), safe="-_.") + ".json"
+    return file_name_part(file_name) + ".json"
 
 
 def list_submissions(folder: Path) -> Tuple[List[Submission], List[Tuple[str, str]]]:

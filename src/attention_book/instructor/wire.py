@@ -43,10 +43,10 @@ import struct
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 __all__ = ["WireError", "Bounds", "Opaque", "encode", "decode", "check_tensor", "write_frame", "read_frame",
-           "read_exactly", "drain", "MAGIC", "DEFAULT_BOUNDS"]
+           "read_header", "read_exactly", "drain", "MAGIC", "DEFAULT_BOUNDS"]
 
 MAGIC = b"ABW1"
 MAX_DIGITS = 400
@@ -361,14 +361,20 @@ def write_frame(fd: int, nonce: int, payload: bytes, deadline: Optional[float] =
         data = data[written:]
 
 
+def read_header(fd: int, deadline: float) -> Tuple[int, int]:
+    """Read a frame's header from ``fd``: ``(nonce, payload length)``; WireError if it does not
+    start with the magic word (TimeoutError, EOFError as :func:`read_exactly`)."""
+    magic, nonce, length = _HEADER.unpack(read_exactly(fd, _HEADER.size, deadline))
+    if magic != MAGIC:
+        raise WireError("the reply does not start with the format's magic word")
+    return nonce, length
+
+
 def read_frame(fd: int, nonce: int, limit: int, deadline: float) -> bytes:
     """Read one frame from ``fd``: its nonce must be ``nonce`` and its payload at most ``limit``
     bytes; nothing beyond the frame's declared length is read. TimeoutError past ``deadline``,
     WireError for a frame that is not ours or too long, EOFError when the writer is gone."""
-    header = read_exactly(fd, _HEADER.size, deadline)
-    magic, got, length = _HEADER.unpack(header)
-    if magic != MAGIC:
-        raise WireError("the reply does not start with the format's magic word")
+    got, length = read_header(fd, deadline)
     if got != nonce:
         raise WireError("the reply answers another call")
     if length > limit:
