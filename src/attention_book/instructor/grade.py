@@ -355,6 +355,13 @@ def _mkdir(path: Path) -> Path:
     return path
 
 
+def reference_run_options(run_options: RunOptions) -> RunOptions:
+    """How the course's own notebook runs for the reference values (``grade`` and Gradescope's
+    ``setup.sh``): it is trusted, so all its hidden tests together may take longer."""
+    return dataclasses.replace(run_options, tests_timeout=max(600.0, run_options.tests_timeout),
+                               keep_all_outputs=True, slot="reference")
+
+
 def grade_folder(course: Course, folder: Path, out: Path, options: Optional[GradeOptions] = None) -> GradeReport:
     """Grade every notebook in ``folder`` as ``options.chapter`` into ``out``."""
     import nbformat
@@ -439,9 +446,7 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
     cache: Optional[ReferenceCache] = None
     cache_bytes = b""
     if to_grade:
-        # the course's own notebook is trusted: all its tests together may take longer
-        reference_options = dataclasses.replace(run_options, tests_timeout=max(600.0, options.tests_timeout),
-                                                keep_all_outputs=True, slot="reference")
+        reference_options = reference_run_options(run_options)
         cache, report.reference_seconds, report.references_cached = reference_values(
             course, chapter, tests, labels, reference_options, out, options.reuse_references, ensure_isolation)
         cache_bytes = cache.to_bytes()

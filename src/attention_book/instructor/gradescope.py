@@ -204,7 +204,7 @@ def _isolation(course) -> str:
 
 def prepare(source: Path) -> Path:
     """Compute the chapter's reference values into ``source/cache`` (``setup.sh`` does it once)."""
-    from .grade import hidden_tests_of, reference_values
+    from .grade import hidden_tests_of, reference_run_options, reference_values
     from .runner import RunOptions
     from .submissions import pick_chapter
 
@@ -217,8 +217,9 @@ def prepare(source: Path) -> Path:
     labels = [ex.label for ex in chapter.exercises
               if ex.kind == "code" and course.points_for(ex.label) > 0 and tests.get(ex.label)]
     options = _options(config, unsafe=bool(problem))
-    run_options = RunOptions(timeout=options.timeout, call_timeout=options.check_timeout, unsafe=options.unsafe,
-                             limits=options.limits, hidden_paths=[course.hidden_dir.resolve()])
+    run_options = reference_run_options(RunOptions(
+        timeout=options.timeout, call_timeout=options.check_timeout, unsafe=options.unsafe,
+        limits=options.limits, hidden_paths=[course.hidden_dir.resolve()]))
     out = source / "cache"
     _, seconds, cached = reference_values(course, chapter, tests, labels, run_options, out)
     print(f"reference values of {chapter.stem}: " + ("already cached" if cached else f"computed in {seconds:.1f} s"))
