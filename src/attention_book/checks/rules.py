@@ -11,7 +11,8 @@ Two kinds of rule:
   the exercise (its worked functions and classes, and what it imports from ``attention_book``)
   unless ``allowed`` lists it. The names (with a digest of each definition) are generated from
   the chapter notebooks into ``chapter_code.json`` (``python -m attention_book.instructor.own_work
-  --write``; ``tests/test_own_work.py`` fails when it is out of date).
+  --write``; ``test_chapter_code_list_is_up_to_date`` in ``tests/test_grader_bounds.py`` fails
+  when it is out of date).
 
 The self-check applies both in the student's kernel (on the live function, see
 :func:`attention_book.checks.answers.own_work`); the grader applies both on the submitted file's

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .markup import cell_text
-from .report import md_cell
+from .report import md_cell, plural
 
 __all__ = ["ExerciseReport", "exercise_reports", "test_lines", "feedback_markdown", "written_answers",
            "written_markdown", "clean", "ANSWER_PLACEHOLDER", "VALUES_FIRST"]
@@ -157,7 +157,7 @@ def feedback_markdown(student: str, chapter_title: str, reports: Sequence[Exerci
     top = sum(r.max for r in reports)
     pending = [r for r in reports if r.points is None and r.max > 0]
     lines = [f"# Feedback: {md_cell(chapter_title)}", "",
-             f"**{md_cell(student)}**: {_fmt(got)} of {top:g} points"
+             f"**{md_cell(student)}**: {_points_phrase(got, top)}"
              + (f" so far ({len(pending)} written exercise{'s' if len(pending) != 1 else ''} "
                 "not graded yet)." if pending else "."), ""]
     if notes:
@@ -250,7 +250,7 @@ def written_markdown(exercise, prompt: str, entries: Sequence[dict], points_for,
     if prompt.strip():
         lines += ["The exercise, as the students read it:", ""] + _quote(prompt.strip(), escape=False) + [""]
     answered = sum(1 for e in entries if e["answer"])
-    lines += [f"{answered} of {len(entries)} students answered.", ""]
+    lines += [f"{answered} of {plural(len(entries), 'student')} answered.", ""]
     for entry in entries:
         lines += [f"## {md_cell(entry['student'])}: {_points_phrase(entry['points'], top)}", ""]
         lines += (_quote(entry["answer"]) if entry["answer"] else ["(no answer)"]) + [""]

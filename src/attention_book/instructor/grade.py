@@ -405,6 +405,8 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
     title = plain_title(chapter.title or chapter.stem)
     hidden_path = course.hidden_file(chapter)
     isolation_checked = []
+    # a record is reused only while the grader, the chapter, its hidden tests and points are unchanged
+    grader_key = cache_key(course, chapter, hidden_path, labels)
 
     def ensure_isolation() -> None:
         if options.unsafe or isolation_checked:
@@ -425,7 +427,7 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
             record = json.loads(path.read_text(encoding="utf-8"))
         except ValueError:
             return None
-        if (not isinstance(record, dict) or record.get("retry")
+        if (not isinstance(record, dict) or record.get("retry") or record.get("grader") != grader_key
                 or any(record.get(key) != value for key, value in _record_head(sub, chapter).items())):
             return None
         return record
@@ -495,6 +497,7 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
             record["retry"] = True
         record["wall_seconds"] = round(time.monotonic() - began, 2)
         record["student"] = sub.student
+        record["grader"] = grader_key
         with lock:
             atomic_write(records_dir / record_name(sub.name), json.dumps(record, indent=1, sort_keys=True) + "\n")
             report.graded.append(sub.name)

@@ -71,6 +71,10 @@ class Session:
 
     source: str = ""
 
+    def note_mutation(self, name: str) -> None:
+        """``name`` changed a tensor the test passed in (the grader kept its own copy); a session
+        that reports flags to the instructor lists it."""
+
     def request(self, op: str, /, **payload: Any) -> dict:  # pragma: no cover - interface
         """The kernel's reply to one request (a dict with ``value``); AnswerError when the answer raised."""
         raise NotImplementedError

@@ -83,6 +83,7 @@ class RemoteFunction:
                 what = f"argument {key + 1}" if kind == "a" else f"argument {key}"
                 if what not in self.mutated:
                     self.mutated.append(what)
+                    self.session.note_mutation(self.name)
         return value
 
     def _with_grad(self, args, kwargs, grads):

@@ -506,8 +506,26 @@ class KernelSession(Session):
         self.tests_deadline: Optional[float] = None  # set at the first call
         self.first_call_cell: Optional[int] = None
         self.current_cell = -1
-        self.flags: List[str] = []
         self.refused: List[str] = []
+        self.mutating: List[str] = []
+
+    @property
+    def flags(self) -> List[str]:
+        """What the instructor should look at: refused replies, answers that changed their inputs."""
+        flags = []
+        if self.refused:
+            count = len(self.refused)
+            flags.append(f"sent {count} {'reply' if count == 1 else 'replies'} the grader refused "
+                         f"(first: {self.refused[0]})"[:300])
+        if self.mutating:
+            names = ", ".join(f"`{name}`" for name in self.mutating)
+            flags.append(f"changed the inputs of a hidden test in place ({names}); expected values came "
+                         "from the grader's own copies"[:300])
+        return flags
+
+    def note_mutation(self, name: str) -> None:
+        if name not in self.mutating:
+            self.mutating.append(name)
 
     @property
     def responsive(self) -> bool:
@@ -549,9 +567,6 @@ class KernelSession(Session):
 
     def _flag(self, text: str) -> None:
         self.refused.append(text)
-        count = len(self.refused)
-        self.flags = [f"sent {count} {'reply' if count == 1 else 'replies'} the grader refused "
-                      f"(first: {self.refused[0]})"[:300]]
 
 
 # ------------------------------------------------------------------------------------------------

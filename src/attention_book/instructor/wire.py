@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import select
 import struct
 import sys
@@ -51,6 +52,8 @@ __all__ = ["WireError", "Bounds", "Opaque", "encode", "decode", "check_tensor", 
 MAGIC = b"ABW1"
 MAX_DIGITS = 400
 _HEADER = struct.Struct("<4sQQ")  # magic, nonce, payload length
+_INT_DIGITS = re.compile(rb"-?[0-9]+")
+MAX_DIM = 2**40  # one size of a tensor (the bytes bound the product; this bounds each factor)
 
 
 class WireError(ValueError):
@@ -232,7 +235,7 @@ class _Reader:
             if length > MAX_DIGITS:
                 raise WireError(f"an int with more than {MAX_DIGITS} digits")
             digits = bytes(self.take(length))
-            if not digits.lstrip(b"-").isdigit():
+            if not _INT_DIGITS.fullmatch(digits):
                 raise WireError("a malformed int")
             return int(digits)
         if tag == b"D":
@@ -283,6 +286,8 @@ class _Reader:
         if ndim > self.bounds.max_ndim:
             raise WireError(f"a tensor with more than {self.bounds.max_ndim} dimensions")
         shape = self.unpack(f"<{ndim}Q") if ndim else ()
+        if any(size > MAX_DIM for size in shape):  # an empty tensor could otherwise ask for 2**63 rows
+            raise WireError(f"a tensor with a size above {MAX_DIM}")
         dtype = codes[code]
         itemsize = torch.empty((), dtype=dtype).element_size()
         numel = math.prod(shape) if shape else 1
@@ -307,7 +312,13 @@ def decode(data, bounds: Bounds = DEFAULT_BOUNDS) -> Any:
     if len(data) > bounds.max_bytes:
         raise WireError(f"the value takes {len(data)} bytes, more than {bounds.max_bytes}")
     reader = _Reader(data, bounds)
-    value = reader.value(0)
+    try:
+        value = reader.value(0)
+    except WireError:
+        raise
+    except (ArithmeticError, ValueError, TypeError, RuntimeError, MemoryError, struct.error) as error:
+        # whatever the bytes make a library raise is still a reply that breaks the format: flagged
+        raise WireError(f"a malformed value ({type(error).__name__})") from None
     if reader.pos != len(reader.data):
         raise WireError("bytes left after the value")
     return value
