@@ -378,3 +378,16 @@ def test_a_contiguous_tensor_with_odd_strides_travels():
     assert view.is_contiguous() and view.stride() == (1, 3)
     back = wire.decode(wire.encode(view))
     assert torch.equal(back, view)
+
+
+def test_the_grader_says_when_a_sandbox_has_no_memory_limit_of_its_own():
+    from attention_book.instructor.sandbox import memory_isolation_warning
+    from helpers import in_ci
+
+    warning = memory_isolation_warning()
+    if os.geteuid() != 0:
+        assert warning and "not root" in warning and "--jobs 1" in warning
+    elif in_ci():  # CI's machine (root) has cgroups: every sandbox gets its own memory limit
+        assert warning is None, warning
+    else:
+        assert warning is None or "cgroup" in warning

@@ -49,7 +49,7 @@ from .reference_cache import cache_key, load_reference_cache, save_reference_cac
 from .references import ReferenceCache, compute_references, run_tests
 from .report import CSV_COLUMNS, atomic_write, plain_title, read_grades, write_if_changed, write_outputs
 from .runner import HIDDEN_OUTPUTS_NOTE, RunOptions, run_notebook
-from .sandbox import IsolationError, Limits, check_isolation
+from .sandbox import IsolationError, Limits, check_isolation, memory_isolation_warning
 from .scoring import score_exercise
 from .submissions import (Submission, display_name, file_name_part, list_submissions, pick_chapter, read_notebook,
                           recognise_chapter, record_name, redact_paths)
@@ -417,6 +417,9 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
             except IsolationError as err:
                 raise IsolationError(f"{err}. Grading runs students' code: it refuses to run without isolation "
                                      "unless you pass --unsafe (only for notebooks you trust)") from None
+        warning = memory_isolation_warning()
+        if warning and not options.quiet:
+            print(f"WARNING: {warning}", file=sys.stderr, flush=True)
         isolation_checked.append(True)
 
     def existing(sub: Submission) -> Optional[dict]:

@@ -562,6 +562,21 @@ def open_inside(child_pid: int, relative: str) -> int:
         raise
 
 
+def memory_isolation_warning() -> Optional[str]:
+    """None when each sandbox gets a memory and process limit of its own (a cgroup), else the
+    sentence the grader prints: without one, memory is limited per process only, and under
+    ``--jobs`` one notebook's processes together can crowd out the one graded beside it."""
+    if os.geteuid() != 0:
+        return ("not root: no cgroup per sandbox, so memory is limited per process only "
+                "(grade with --jobs 1, as root, or on Gradescope for a hard limit per notebook)")
+    probe = Cgroup.create(f"probe-{os.getpid()}", 64 * 1024 * 1024, 8)
+    if probe is None:
+        return ("no cgroup could be created under /sys/fs/cgroup (read-only, or the memory controller "
+                "is off): memory is limited per process only; grade with --jobs 1 or on Gradescope")
+    probe.remove()
+    return None
+
+
 def check_isolation(course_root: Path, scratch: Optional[Path] = None) -> None:
     """Run a tiny program with the full recipe; raise IsolationError saying why it cannot run."""
     box = Sandbox(course_root, limits=Limits(total_memory_mb=512, processes=16))
