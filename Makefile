@@ -52,9 +52,12 @@ lab-authors:
 	@VENV=$(LAB_VENV) tools/lab_setup.sh
 	$(call lab_command,notebooks)
 
+# Two workers (pytest-xdist): the book build, the graders and the notebook runs overlap instead of
+# waiting for each other; tests/conftest.py keeps the tests that share a fixture on one worker.
+TEST_WORKERS ?= 2
 test:
 	@tools/setup.sh --browser
-	$(PY) -m pytest -p no:cacheprovider -q -ra $(PYTEST_ARGS)
+	$(PY) -m pytest -p no:cacheprovider -q -ra -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # Unit tests only (no notebooks, no book, no browser): seconds.
 test-fast: setup

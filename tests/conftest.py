@@ -32,6 +32,29 @@ if "TIKTOKEN_CACHE_DIR" not in os.environ and SHARED_TIKTOKEN.is_dir():
     os.environ["TIKTOKEN_CACHE_DIR"] = str(SHARED_TIKTOKEN)
 
 
+# `make test` runs on two workers (pytest-xdist, ``-n 2 --dist loadgroup``). Each worker builds its
+# own session and module fixtures, so tests that share an expensive one run on one worker:
+SITE_FIXTURES = {"book_build", "site_dir", "site_url", "open_page", "browser"}  # one book build
+GROUPS = {
+    # graders: their sandboxes are watched for leftover processes, so two never grade at once
+    "grader": {"test_grader_hostile", "test_grade", "test_classroom", "test_gradescope", "test_grader_bounds"},
+    # the chapters' executed copies: test_quoted_numbers reads what test_notebooks wrote
+    "notebooks": {"test_notebooks", "test_quoted_numbers"},
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test with the xdist group it belongs to (the site, the graders, the notebooks,
+    else its own module, whose module-scoped fixtures then run once)."""
+    for item in items:
+        module = getattr(getattr(item, "module", None), "__name__", "").rsplit(".", 1)[-1]
+        if SITE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            group = "site"
+        else:
+            group = next((name for name, modules in GROUPS.items() if module in modules), module)
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 def require(condition: bool, reason: str) -> None:
     """Skip locally when a dependency is missing; fail in CI."""
     if condition:
