@@ -43,6 +43,7 @@ GROUPS = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks into the test ids
 def pytest_collection_modifyitems(config, items):
     """Mark every test with the xdist group it belongs to (the site, the graders, the notebooks,
     else its own module, whose module-scoped fixtures then run once)."""
