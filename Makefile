@@ -53,11 +53,11 @@ lab-authors:
 	$(call lab_command,notebooks)
 
 # Two workers (pytest-xdist): the book build, the graders and the notebook runs overlap instead of
-# waiting for each other; tests/conftest.py keeps the tests that share a fixture on one worker.
+# waiting for each other; tests/conftest.py gives the tests that share a fixture to one worker.
 TEST_WORKERS ?= 2
 test:
 	@tools/setup.sh --browser
-	$(PY) -m pytest -p no:cacheprovider -q -ra -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -p no:cacheprovider -q -ra -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # Unit tests only (no notebooks, no book, no browser): seconds.
 test-fast: setup

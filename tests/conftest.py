@@ -32,28 +32,53 @@ if "TIKTOKEN_CACHE_DIR" not in os.environ and SHARED_TIKTOKEN.is_dir():
     os.environ["TIKTOKEN_CACHE_DIR"] = str(SHARED_TIKTOKEN)
 
 
-# `make test` runs on two workers (pytest-xdist, ``-n 2 --dist loadgroup``). Each worker builds its
-# own session and module fixtures, so tests that share an expensive one run on one worker:
-SITE_FIXTURES = {"book_build", "site_dir", "site_url", "open_page", "browser"}  # one book build
+# `make test` runs on two workers (pytest-xdist, ``-n 2``). Each worker builds its own session and
+# module fixtures, so the tests that share an expensive one form one unit of work (a "scope"),
+# given whole to one worker. The groups are named by file, since xdist's scheduler sees test ids
+# only (its ``xdist_group`` marks have no effect with pytest 9, which keeps a node's id elsewhere).
 GROUPS = {
+    # the built site: one book build (the build itself is also locked, see book_build)
+    "site": {"test_accessibility", "test_chapter_pages", "test_dark_mode", "test_exercise_numbering",
+             "test_explorers_browser", "test_figures", "test_launch_links", "test_navigation", "test_site"},
     # graders: their sandboxes are watched for leftover processes, so two never grade at once
     "grader": {"test_grader_hostile", "test_grade", "test_classroom", "test_gradescope", "test_grader_bounds"},
     # the chapters' executed copies: test_quoted_numbers reads what test_notebooks wrote
     "notebooks": {"test_notebooks", "test_quoted_numbers"},
 }
+SITE_FIXTURES = {"book_build", "site_dir", "site_url", "open_page", "browser"}
+# the longest units first, so the two workers finish together
+FIRST = ["site", "grader", "notebooks", "test_fresh_colab", "test_student_notebooks"]
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks into the test ids
+def scope_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: its group, else its own file."""
+    module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+    return next((name for name, modules in GROUPS.items() if module in modules), module)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Mark every test with the xdist group it belongs to (the site, the graders, the notebooks,
-    else its own module, whose module-scoped fixtures then run once)."""
-    for item in items:
-        module = getattr(getattr(item, "module", None), "__name__", "").rsplit(".", 1)[-1]
-        if SITE_FIXTURES & set(getattr(item, "fixturenames", ())):
-            group = "site"
-        else:
-            group = next((name for name, modules in GROUPS.items() if module in modules), module)
-        item.add_marker(pytest.mark.xdist_group(group))
+    """Longest units first (a stable sort: order within a unit is kept); and a test that uses the
+    built site must live in a "site" file, or a second worker would build the book again."""
+    strays = sorted({item.nodeid.split("::", 1)[0] for item in items
+                     if SITE_FIXTURES & set(getattr(item, "fixturenames", ()))
+                     and scope_of(item.nodeid) != "site"})
+    if strays:
+        raise pytest.UsageError(f"tests using the built site outside GROUPS['site'] of tests/conftest.py: {strays}")
+    rank = {name: index for index, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(scope_of(item.nodeid), len(FIRST)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Distribute whole units of work (:func:`scope_of`) to the workers, in collection order."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class UnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    config.option.loadscopereorder = False  # keep FIRST's order (xdist would sort by test count)
+    return UnitScheduling(config, log)
 
 
 def require(condition: bool, reason: str) -> None:
@@ -84,12 +109,25 @@ def book_build():
     existing = os.environ.get("ATTENTION_BOOK_SITE")
     if existing:
         return 0, "(reused existing build)", Path(existing)
-    env = dict(os.environ, ATTENTION_BOOK_STATIC="1")
-    command = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(ROOT), "-W", "-n", "--keep-going"]
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-    log = result.stdout + result.stderr
+    import fcntl
+    import json
+
     BUILD.mkdir(exist_ok=True)
-    (BUILD / "book-build.log").write_text(log)
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # the same in every worker of one test run
+    stamp = BUILD / ".book-build-run.json"
+    # Two builds in one folder at once break each other: a worker that needs the site while
+    # another builds it waits, then takes that build.
+    with open(BUILD / ".book-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if run and stamp.is_file() and json.loads(stamp.read_text()).get("run") == run:
+            returncode = json.loads(stamp.read_text())["returncode"]
+            return returncode, (BUILD / "book-build.log").read_text(), BUILD / "html"
+        env = dict(os.environ, ATTENTION_BOOK_STATIC="1")
+        command = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(ROOT), "-W", "-n", "--keep-going"]
+        result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+        log = result.stdout + result.stderr
+        (BUILD / "book-build.log").write_text(log)
+        stamp.write_text(json.dumps({"run": run, "returncode": result.returncode}))
     return result.returncode, log, BUILD / "html"
 
 
