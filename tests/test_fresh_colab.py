@@ -1,4 +1,5 @@
-"""A chapter notebook copied alone into an empty folder runs with only what Colab ships.
+"""Each student notebook (what the site's Colab button opens) copied alone into an empty folder
+runs with only what Colab ships, and every self-check in it says "not implemented yet".
 
 The "Colab" environment is a new virtualenv with torch, numpy, matplotlib, ipywidgets and the
 kernel (ipykernel): nothing of this repository. The notebook's own first cell must install the
@@ -14,10 +15,12 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, NotebookRuns, chapter_notebooks, execute_notebook, repository_url
+from helpers import ROOT, NotebookRuns, execute_notebook, repository_url
+from test_student_notebooks import CHAPTERS, check_student_run, student_path
 
 COLAB_PACKAGES = ["numpy", "matplotlib", "ipywidgets", "ipykernel"]
 TORCH_SPEC = os.environ.get("TORCH_SPEC", "torch==2.13.0")
@@ -73,67 +76,38 @@ def colab(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def chapter_runs(colab, tmp_path_factory):
-    """Every chapter alone in its own folder, run in the Colab-like kernel two at a time; the first
-    chapter runs alone first (its setup cell installs the package; the others find it)."""
+def student_runs(colab, tmp_path_factory):
+    """Every student notebook alone in its own folder, run in the Colab-like kernel two at a time;
+    chapter 1 runs alone first (its setup cell installs the package; the others find it). The
+    solved chapters run in tests/test_notebooks.py (twice) and in the book build."""
     env_updates, _ = colab
 
-    def job(path):
-        folder = tmp_path_factory.mktemp(path.stem)
-        alone = folder / path.name
-        shutil.copy2(path, alone)
-        assert sorted(p.name for p in folder.iterdir()) == [path.name]
+    def job(chapter):
+        folder = tmp_path_factory.mktemp(chapter.stem)
+        alone = folder / Path(chapter.path).name
+        shutil.copy2(student_path(chapter), alone)
+        assert sorted(p.name for p in folder.iterdir()) == [alone.name]
         notebook, _ = execute_notebook(alone, cwd=folder, kernel_name="colab", env_updates=env_updates,
-                                       timeout=600)
+                                       timeout=600, allow_errors=True)
         return notebook
 
-    paths = chapter_notebooks()
-    runs = NotebookRuns({path: (lambda path=path: job(path)) for path in paths}, first=paths[0])
+    runs = NotebookRuns({chapter.stem: (lambda chapter=chapter: job(chapter)) for chapter in CHAPTERS},
+                        first=CHAPTERS[0].stem)
     yield runs
     runs.close()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", chapter_notebooks(), ids=[p.stem for p in chapter_notebooks()])
-def test_chapter_runs_in_a_fresh_colab_like_runtime(path, colab, chapter_runs):
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.stem for c in CHAPTERS])
+def test_student_notebook_runs_in_a_fresh_colab_like_runtime(chapter, colab, student_runs):
+    """No cell raises (a stub raises only when its self-check calls it, and the check reports
+    instead of raising), every self-check says "not implemented yet", the setup cell names the
+    device, and the package came from the notebook's own install, not from this repository."""
     _, python = colab
-    notebook = chapter_runs.result(path)
+    notebook = student_runs.result(chapter.stem)
+    check_student_run(chapter, notebook)
     setup_cell = next(c for c in notebook.cells if c.cell_type == "code")
     first_output = "".join(o.get("text", "") for o in setup_cell.outputs if o.output_type == "stream")
     assert "Using device:" in first_output, "the setup cell must say which device it picked"
-    # The package came from the notebook's own install, not from this repository's virtualenv.
     shown = run([str(python), "-m", "pip", "show", "attention-book"]).stdout
     assert "Location:" in shown and str(ROOT / "src") not in shown
-
-
-@pytest.mark.slow
-def test_student_notebook_runs_in_a_fresh_colab_like_runtime(colab, tmp_path):
-    """Chapter 1's student notebook (what the site's Colab button opens; the same as the release),
-    alone in a folder: the setup cell installs what it needs, no cell raises (a stub raises only
-    when its self-check calls it, and the check reports instead of raising), and every self-check
-    says "not implemented yet"."""
-    from attention_book.instructor.course import Course
-    from attention_book.instructor.release import STUDENT_DIR, student_notebooks
-
-    env_updates, _ = colab
-    course = Course.load(ROOT)
-    chapter = next(c for c in course.chapters if c.number == 1)
-    student = ROOT / STUDENT_DIR / chapter.path
-    assert student.read_text(encoding="utf-8") == student_notebooks(course)[f"{STUDENT_DIR}/{chapter.path}"], (
-        "student/ is stale: run tools/make_student_notebooks.py"
-    )
-    alone = tmp_path / "student"
-    alone.mkdir()
-    shutil.copy2(student, alone / "chapter.ipynb")
-    notebook, _ = execute_notebook(alone / "chapter.ipynb", cwd=alone, kernel_name="colab",
-                                   env_updates=env_updates, timeout=600, allow_errors=True)
-    errors = [o.ename for c in notebook.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
-    stubs = sum("raise NotImplementedError" in c.source for c in notebook.cells if c.cell_type == "code")
-    coding = [ex for ex in chapter.exercises if ex.kind == "code"]
-    assert stubs >= len(coding) >= 2 and errors == [], errors
-    text = "\n".join(o.get("text", "") or o.get("data", {}).get("text/plain", "")
-                     for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
-    assert "Using device:" in text
-    for exercise in coding:
-        assert f"Exercise {exercise.number}: " in text, f"no self-check banner for {exercise.label}"
-    assert text.count("not implemented yet") >= len(coding), "each self-check must report 'not implemented yet'"
