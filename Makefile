@@ -52,9 +52,10 @@ lab-authors:
 	@VENV=$(LAB_VENV) tools/lab_setup.sh
 	$(call lab_command,notebooks)
 
-# Two workers (pytest-xdist): the book build, the graders and the notebook runs overlap instead of
-# waiting for each other; tests/conftest.py gives the tests that share a fixture to one worker.
-TEST_WORKERS ?= 2
+# Three workers (pytest-xdist), even on two cores: the book build, the graders and the notebook runs
+# overlap instead of waiting for each other (much of their time is waiting for kernels and
+# sandboxes); tests/conftest.py gives the tests that share a fixture to one worker.
+TEST_WORKERS ?= 3
 test:
 	@tools/setup.sh --browser
 	$(PY) -m pytest -p no:cacheprovider -q -ra -n $(TEST_WORKERS) $(PYTEST_ARGS)

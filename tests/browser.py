@@ -74,7 +74,7 @@ def open_recorded_page(browser, url: str, mathjax_dir: Path, wait_for_math: bool
     """A new page (own context) at ``url``: 1280x900 unless ``viewport`` is given, with the system
     colour scheme ``color_scheme`` ("light" or "dark", what ``prefers-color-scheme`` reports)."""
     context = browser.new_context(viewport=viewport or {"width": 1280, "height": 900}, color_scheme=color_scheme)
-    # make test runs on two workers beside notebooks and graders: a page can take longer to load
+    # make test runs on several workers beside notebooks and graders: a page can take longer to load
     # and settle than Playwright's default 30 s on a busy 2-core machine (waits end as soon as met)
     context.set_default_timeout(120_000)
     page = context.new_page()

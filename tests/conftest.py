@@ -32,7 +32,7 @@ if "TIKTOKEN_CACHE_DIR" not in os.environ and SHARED_TIKTOKEN.is_dir():
     os.environ["TIKTOKEN_CACHE_DIR"] = str(SHARED_TIKTOKEN)
 
 
-# `make test` runs on two workers (pytest-xdist, ``-n 2``). Each worker builds its own session and
+# `make test` runs on three workers (pytest-xdist, ``-n 3``; Makefile's TEST_WORKERS). Each worker builds its own session and
 # module fixtures, so the tests that share an expensive one form one unit of work (a "scope"),
 # given whole to one worker. The groups are named by file, since xdist's scheduler sees test ids
 # only (its ``xdist_group`` marks have no effect with pytest 9, which keeps a node's id elsewhere).
@@ -40,14 +40,15 @@ GROUPS = {
     # the built site: one book build (the build itself is also locked, see book_build)
     "site": {"test_accessibility", "test_chapter_pages", "test_dark_mode", "test_exercise_numbering",
              "test_explorers_browser", "test_figures", "test_launch_links", "test_navigation", "test_site"},
-    # graders: their sandboxes are watched for leftover processes, so two never grade at once
-    "grader": {"test_grader_hostile", "test_grade", "test_classroom", "test_gradescope", "test_grader_bounds"},
+    # graders: each grades a class or two; the hostile suite (its own unit, the longest) runs beside
+    # them, since it counts only processes of sandbox user ids no grader holds (stray_processes)
+    "grader": {"test_grade", "test_classroom", "test_gradescope", "test_grader_bounds"},
     # the chapters' executed copies: test_quoted_numbers reads what test_notebooks wrote
     "notebooks": {"test_notebooks", "test_quoted_numbers"},
 }
 SITE_FIXTURES = {"book_build", "site_dir", "site_url", "open_page", "browser"}
-# the longest units first, so the two workers finish together
-FIRST = ["site", "grader", "notebooks", "test_fresh_colab", "test_student_notebooks"]
+# the longest units first, so the workers finish together
+FIRST = ["site", "grader", "test_fresh_colab", "test_grader_hostile", "notebooks", "test_student_notebooks"]
 
 
 def scope_of(nodeid: str) -> str:

@@ -391,3 +391,27 @@ def test_the_grader_says_when_a_sandbox_has_no_memory_limit_of_its_own():
         assert warning is None, warning
     else:
         assert warning is None or "cgroup" in warning
+
+
+def test_a_process_under_a_sandbox_user_id_no_grader_holds_is_a_stray():
+    """What the hostile suite counts as "outlived grading": processes of a sandbox user id whose
+    lock no grader holds (a grader running beside it keeps its own ids locked)."""
+    import subprocess
+
+    from attention_book.instructor.sandbox import claim_uid, stray_processes
+
+    if os.geteuid() != 0:  # without root there are no sandbox user ids to leave behind
+        assert stray_processes() == []
+        return
+    claim = claim_uid()
+    child = subprocess.Popen(["sleep", "60"], user=claim.uid, group=claim.uid, cwd="/")
+    try:
+        time.sleep(0.2)
+        assert child.pid not in stray_processes()  # its grader is still at work
+        claim.release()
+        assert child.pid in stray_processes()
+    finally:
+        child.kill()
+        child.wait()
+        claim.release()
+    assert child.pid not in stray_processes()

@@ -48,7 +48,8 @@ from typing import Dict, List, Optional, Sequence
 from .sandbox_init import REPLY_FD, REQUEST_FD
 
 __all__ = ["Limits", "Sandbox", "SandboxProcess", "check_isolation", "IsolationError", "kernel_env", "Cgroup",
-           "UID_BASE", "INSIDE_HOME", "INSIDE_KERNEL", "REQUEST_FD", "REPLY_FD", "claim_uid"]
+           "UID_BASE", "INSIDE_HOME", "INSIDE_KERNEL", "REQUEST_FD", "REPLY_FD", "claim_uid",
+           "stray_processes"]
 
 ENV_ALLOW = ("LANG", "LC_ALL", "TZ", "TIKTOKEN_CACHE_DIR")
 UID_BASE = 61000  # root: sandbox user ids UID_BASE .. UID_BASE + UID_COUNT - 1
@@ -173,6 +174,48 @@ def claim_uid() -> UidClaim:
             continue
         return UidClaim(uid, fd)
     raise IsolationError(f"every sandbox user id {UID_BASE}..{UID_BASE + UID_COUNT - 1} is in use")
+
+
+def stray_processes() -> List[int]:
+    """PIDs running as a sandbox user id that no grader holds (root only): what an escape left.
+
+    A grader locks a user id before its sandbox starts and lets go only once no process of it is
+    left (:meth:`SandboxProcess.close`), so the processes of a locked id belong to a sandbox that
+    is still grading (perhaps another grader's, at the same time) and are not counted."""
+    if os.geteuid() != 0:
+        return []
+    by_uid: Dict[int, List[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                uid = entry.stat(follow_symlinks=False).st_uid
+            except OSError:
+                continue
+            if UID_BASE <= uid < UID_BASE + UID_COUNT:
+                by_uid.setdefault(uid, []).append(int(entry.name))
+    if not by_uid:
+        return []
+    folder = _lock_dir()
+    strays: List[int] = []
+    for uid, pids in sorted(by_uid.items()):
+        try:
+            fd = os.open(folder / f"uid-{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # a grader holds it: its sandbox is still running
+        finally:
+            os.close(fd)  # closing the only descriptor of the lock also lets it go
+        # free now; a process of that id still alive was not waited for by any grader
+        for pid in pids:
+            try:
+                if os.stat(f"/proc/{pid}").st_uid == uid:
+                    strays.append(pid)
+            except OSError:
+                pass  # it ended
+    return strays
 
 
 class Cgroup:
