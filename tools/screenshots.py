@@ -64,7 +64,7 @@ VIEWS = {
     "explorer-sampling-1280": (
         EXPLORERS, LAPTOP, "dark", lambda p: element(p, "[data-explorer-root=sampling]")),
     "landing-diagram-390": (
-        "book/index.html", PHONE, "light", lambda p: element(p, "picture, .landing img")),
+        "book/index.html", PHONE, "light", lambda p: element(p, "main picture img, main img[alt^='Diagram']")),
 }
 
 
@@ -73,7 +73,12 @@ def main() -> int:
     parser.add_argument("--prefix", required=True, help="e.g. before or after")
     parser.add_argument("--site", type=Path, default=ROOT / "_build" / "html")
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "screenshots")
+    parser.add_argument("--only", default="", help="comma-separated view names (default: every view)")
     args = parser.parse_args()
+    only = [name for name in args.only.split(",") if name]
+    unknown = sorted(set(only) - set(VIEWS))
+    if unknown:
+        parser.error(f"--only {','.join(unknown)}: no such view; the views are {', '.join(VIEWS)}")
     if not (args.site / "index.html").is_file():
         parser.error(f"--site {args.site}: no index.html there; build the book first (make book)")
     chromium = browser.find_chromium()
@@ -86,6 +91,8 @@ def main() -> int:
         chrome = browser.launch(playwright, chromium)
         missing = []
         for name, (path, viewport, scheme, capture) in VIEWS.items():
+            if only and name not in only:
+                continue
             found = sorted(args.site.glob(path))
             if not found:  # an older build may lack a page (e.g. the sampling explorer's chapter)
                 missing.append(f"{name}: no page {path}")
