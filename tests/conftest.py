@@ -32,9 +32,9 @@ if "TIKTOKEN_CACHE_DIR" not in os.environ and SHARED_TIKTOKEN.is_dir():
     os.environ["TIKTOKEN_CACHE_DIR"] = str(SHARED_TIKTOKEN)
 
 
-# `make test` runs on three workers (pytest-xdist, ``-n 3``; Makefile's TEST_WORKERS). Each worker builds its own session and
-# module fixtures, so the tests that share an expensive one form one unit of work (a "scope"),
-# given whole to one worker. The groups are named by file, since xdist's scheduler sees test ids
+# `make test` runs on three workers (pytest-xdist, ``-n 3``; Makefile's TEST_WORKERS). Each worker
+# builds its own session and module fixtures, so the tests that share an expensive one form one unit
+# of work (a "scope"), given whole to one worker. The groups are named by file, since xdist's scheduler sees test ids
 # only (its ``xdist_group`` marks have no effect with pytest 9, which keeps a node's id elsewhere).
 GROUPS = {
     # the built site: one book build (the build itself is also locked, see book_build)

@@ -184,7 +184,8 @@ def main() -> int:
             results.append(row)
             print(json.dumps(row), flush=True)
     lines = [f"# Issue 19 attacks against {args.label or args.root}", "",
-             "| group | attack | grader exit | seconds | grader MB | honest solution's points | load | checks | error |",
+             "| group | attack | grader exit | seconds | grader MB | honest solution's points | load | checks "
+             "| error |",
              "|---|---|---|---:|---:|---:|---:|---|---|"]
     for row in results:
         lines.append(f"| {row['group']} | {row['attack']} | {row['exit']} | {row['seconds']} | {row['grader_mb']} | "
