@@ -34,8 +34,9 @@ if "TIKTOKEN_CACHE_DIR" not in os.environ and SHARED_TIKTOKEN.is_dir():
 
 # `make test` runs on three workers (pytest-xdist, ``-n 3``; Makefile's TEST_WORKERS). Each worker
 # builds its own session and module fixtures, so the tests that share an expensive one form one unit
-# of work (a "scope"), given whole to one worker. The groups are named by file, since xdist's scheduler sees test ids
-# only (its ``xdist_group`` marks have no effect with pytest 9, which keeps a node's id elsewhere).
+# of work (a "scope"), given whole to one worker. The groups are named by file, since xdist's
+# scheduler sees test ids only (its ``xdist_group`` marks have no effect with pytest 9, which keeps a
+# node's id elsewhere).
 GROUPS = {
     # the built site: one book build (the build itself is also locked, see book_build)
     "site": {"test_accessibility", "test_chapter_pages", "test_dark_mode", "test_exercise_numbering",
@@ -111,24 +112,17 @@ def book_build():
     if existing:
         return 0, "(reused existing build)", Path(existing)
     import fcntl
-    import json
 
     BUILD.mkdir(exist_ok=True)
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # the same in every worker of one test run
-    stamp = BUILD / ".book-build-run.json"
-    # Two builds in one folder at once break each other: a worker that needs the site while
-    # another builds it waits, then takes that build.
+    # One worker builds per run (every test of the site is in GROUPS["site"]); the lock keeps two
+    # test runs in one checkout from building into the same folder at once.
     with open(BUILD / ".book-build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if run and stamp.is_file() and json.loads(stamp.read_text()).get("run") == run:
-            returncode = json.loads(stamp.read_text())["returncode"]
-            return returncode, (BUILD / "book-build.log").read_text(), BUILD / "html"
         env = dict(os.environ, ATTENTION_BOOK_STATIC="1")
         command = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(ROOT), "-W", "-n", "--keep-going"]
         result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
         log = result.stdout + result.stderr
         (BUILD / "book-build.log").write_text(log)
-        stamp.write_text(json.dumps({"run": run, "returncode": result.returncode}))
     return result.returncode, log, BUILD / "html"
 
 

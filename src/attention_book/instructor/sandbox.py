@@ -159,15 +159,23 @@ class UidClaim:
             self.fd = -1
 
 
+def _lock_uid(folder: Path, uid: int) -> Optional[int]:
+    """The descriptor holding ``uid``'s lock, or None when a grader holds it (closing it lets go)."""
+    fd = os.open(folder / f"uid-{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def claim_uid() -> UidClaim:
     """A user id no account and no process uses, locked for this sandbox (across graders)."""
     folder = _lock_dir()
     for uid in range(UID_BASE, UID_BASE + UID_COUNT):
-        fd = os.open(folder / f"uid-{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
+        fd = _lock_uid(folder, uid)
+        if fd is None:
             continue
         if _uid_busy(uid):
             os.close(fd)
@@ -184,7 +192,7 @@ def stray_processes() -> List[int]:
     is still grading (perhaps another grader's, at the same time) and are not counted."""
     if os.geteuid() != 0:
         return []
-    by_uid: Dict[int, List[int]] = {}
+    uids = set()
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
@@ -192,29 +200,15 @@ def stray_processes() -> List[int]:
             except OSError:
                 continue
             if UID_BASE <= uid < UID_BASE + UID_COUNT:
-                by_uid.setdefault(uid, []).append(int(entry.name))
-    if not by_uid:
-        return []
-    folder = _lock_dir()
+                uids.add(uid)
     strays: List[int] = []
-    for uid, pids in sorted(by_uid.items()):
-        try:
-            fd = os.open(folder / f"uid-{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+    folder = _lock_dir() if uids else None
+    for uid in sorted(uids):
+        fd = _lock_uid(folder, uid)
+        if fd is None:
             continue  # a grader holds it: its sandbox is still running
-        finally:
-            os.close(fd)  # closing the only descriptor of the lock also lets it go
-        # free now; a process of that id still alive was not waited for by any grader
-        for pid in pids:
-            try:
-                if os.stat(f"/proc/{pid}").st_uid == uid:
-                    strays.append(pid)
-            except OSError:
-                pass  # it ended
+        os.close(fd)
+        strays += _processes_of(uid)  # alive under a free id: no grader waits for them
     return strays
 
 
