@@ -26,7 +26,7 @@ SHARED = 0  # shared helpers: no chapter of their own
 #: chapter of each top-level module; None = outside the chapter order (tools around the book)
 CHAPTER: Dict[str, Optional[int]] = {
     "utils": SHARED, "validation": SHARED, "functional": SHARED, "data": SHARED,
-    "plotting": SHARED, "masks": SHARED, "diagram": SHARED, "training": SHARED,
+    "plotting": SHARED, "masks": SHARED, "glue": SHARED, "diagram": SHARED, "training": SHARED,
     "embedding": 1,
     "scores": 3,  # chapters 2 and 3
     "attention": 4,

@@ -8,6 +8,7 @@ copy-pasting it.
 module                 what it holds
 =====================  =========================================================
 ``utils``              ``get_device``, ``set_seed``
+``glue``               ``glue``: a machine-dependent value from the run into the prose
 ``validation``         argument checks: TypeError / ValueError naming argument, value, fix
 ``functional``         the attention core: ``masked_softmax``, ``scaled_dot_product_attention``
 ``data``               the worked examples' inputs (sentences, 6x3 embeddings), toy tokenizer
