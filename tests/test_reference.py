@@ -22,18 +22,47 @@ def test_training_seeds_text_shows_every_recipe_with_its_numbers():
 
 
 def test_scale_text_prints_each_table_with_its_date_machine_and_load():
-    text = reference.scale_text()
-    ref = reference.SCALE_CPU
-    if not ref["tables"]:
-        assert "no reference measurement" in text
-        return
-    assert ref["date"] in text and ref["machine"] in text and ref["load"] in text
-    for title, (header, rows) in ref["tables"].items():
-        assert (title if len(header) <= 4 else title.replace(" [IQR]", "")) in text
-        for row in rows:  # wide tables print the medians only, with a line on the spreads
-            assert all(str(cell).split(" [")[0] in text for cell in row)
-    assert re.search(r"\d{4}-\d{2}-\d{2}", ref["date"])
-    assert "noisy (⚠): MHA at 512 forward" in text  # the one noisy cell of the wide table is named
+    for text, ref in ((reference.scale_text(), reference.SCALE_CPU),
+                      (reference.scale_gpu_text(), reference.SCALE_GPU)):
+        assert ref["date"] in text and ref["machine"] in text and ref["load"] in text
+        assert re.search(r"\d{4}-\d{2}-\d{2}", ref["date"])
+        for table in ref["tables"].values():
+            header = table["header"]
+            assert table["title"].replace(" [IQR]", "") in text or table["title"] in text
+            assert isinstance(table["sizes"], dict)
+            for row in table["rows"]:  # wide tables print the medians only, with a line on the spreads
+                assert len(row) == len(header)
+                assert all(str(cell).split(" [")[0] in text for cell in row)
+    assert "noisy (⚠): MHA at 512 forward" in reference.scale_text()  # the wide table's noisy cell
+
+
+def test_gpu_reference_says_what_chapter_10_quotes():
+    tables = reference.SCALE_GPU["tables"]
+    assert "H100" in reference.SCALE_GPU["machine"] and "2.11" in reference.SCALE_GPU["machine"]
+    kernels = {(row[0], row[2]): row for row in tables["kernels"]["rows"]}
+    bf16_ceiling = float(tables["ceilings"]["rows"][0][0])
+    cudnn = float(kernels[(16384, "CUDNN_ATTENTION")][4])
+    assert round(cudnn / bf16_ceiling, 2) == 0.72  # "72% of the bf16 matmul ceiling"
+    scratch = float(kernels[(16384, "from scratch")][4])
+    assert round(cudnn / scratch) == 21
+    assert all(row[1] == "CUDNN_ATTENTION" for row in tables["default_choice"]["rows"])
+    flag = {row[0]: float(row[1]) for row in tables["causal_flag"]["rows"]}
+    assert round(1 - flag["is_causal=True"] / flag["no mask (bidirectional)"], 2) == 0.46
+    assert round(flag["attn_mask tensor"] / flag["is_causal=True"], 1) == 3.3
+
+
+def test_reference_lookup_compares_like_with_like(monkeypatch):
+    cpu_sizes = reference.SCALE_CPU["tables"]["causal_flag"]["sizes"]
+    assert reference.reference_cell("causal_flag", "is_causal=True", sizes=cpu_sizes) == "8.58 [8.57-8.61]"
+    assert reference.reference_cell("causal_flag", "is_causal=True", device="cuda", sizes=cpu_sizes) == "-"
+    assert reference.reference_cell("causal_flag", "is_causal=True", device="cuda") == "2.036"
+    assert reference.reference_table("nothing") is None
+    assert reference.scale_reference("cuda:0") is reference.SCALE_GPU
+    assert reference.reference_name("cpu") == "reference: quiet CPU, " + reference.SCALE_CPU["date"]
+    monkeypatch.setenv("ATTENTION_BOOK_STATIC", "1")
+    assert reference.live_label().startswith("this build's machine")
+    monkeypatch.delenv("ATTENTION_BOOK_STATIC")
+    assert reference.live_label().startswith("your machine")
 
 
 def test_gpt_seeds_text_shows_every_seed_and_the_counts_the_chapter_quotes():

@@ -12,16 +12,21 @@ load; times do, and are given only with the load they were measured at.
 * :data:`GPT_SEEDS` - chapter 9: the chapter's CPU recipe trained with five seeds (held-out
   losses, the pre-/post-norm comparison, the best previous-token head), and
   :func:`gpt_seeds_text`;
-* :data:`SCALE_CPU` - chapter 10: the chapter's timings measured on a quiet machine, and
-  :func:`scale_text`.
+* :data:`SCALE_CPU` - chapter 10: the chapter's timings measured on a quiet CPU, and
+  :func:`scale_text`; :data:`SCALE_GPU` - the same chapter's measurements on a datacenter GPU, and
+  :func:`scale_gpu_text`; :func:`scale_reference`, :func:`reference_cell` and :func:`live_label`
+  put a reader's own measurement next to the reference for their device.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from typing import List
+from typing import List, Optional
 
-__all__ = ["TRAINING_SEEDS", "training_seeds_text", "GPT_SEEDS", "gpt_seeds_text", "SCALE_CPU", "scale_text"]
+__all__ = ["TRAINING_SEEDS", "training_seeds_text", "GPT_SEEDS", "gpt_seeds_text", "SCALE_CPU", "scale_text",
+           "SCALE_GPU", "scale_gpu_text", "scale_reference", "reference_table", "reference_cell",
+           "live_label", "reference_name"]
 
 #: chapter 8, ``python tools/bench_training.py`` (part of ``make bench``): seeds 0-19, 300 updates
 #: each. Per recipe: seeds with 6/6 after the last update, seeds that reached 6/6 at some update,
@@ -117,24 +122,31 @@ def gpt_seeds_text() -> str:
 
 
 #: chapter 10, ``python tools/bench_scale.py --reference``: the chapter's own timing cells with
-#: more repeats, on a quiet machine. Medians in milliseconds with the interquartile range.
+#: more repeats, on a quiet CPU. Medians in milliseconds with the interquartile range. Each table
+#: has a key (the chapter looks it up), a title, a header, rows and the ``sizes`` it was measured
+#: at: a reader's measurement is compared with a reference table only at the same sizes.
 SCALE_CPU: dict = {
     "command": "python tools/bench_scale.py --reference",
     "date": "2026-11-25",
     "machine": "a 2-core x86_64 CPU, Linux, Python 3.11.7, torch 2.13.0+cpu, 1 thread, no GPU",
     "load": "load 0.99 before, 1.22 after (the run keeps one core busy); 21 interleaved repeats",
     "tables": {
-        "MultiHeadAttention forward, d = 64, 4 heads (median ms [IQR])": (
-            ["T", "ms"],
-            [
+        "curve": {
+            "title": "MultiHeadAttention forward, d = 64, 4 heads (median ms [IQR])",
+            "sizes": {"lengths": [64, 128, 256, 512], "d_model": 64, "heads": 4, "dtype": "float32"},
+            "header": ["T", "ms"],
+            "rows": [
                 [64, "0.34 [0.32-0.37]"],
                 [128, "0.44 [0.43-0.45]"],
                 [256, "1.54 [1.50-1.59]"],
                 [512, "5.90 [5.75-6.05]"],
-            ]),
-        "Five implementations, d = 128, 2 heads, batch 1 (median ms [IQR])": (
-            ["T", "pass", "wrapper", "MHA", "fused", "SDPA", "nn.MHA"],
-            [
+            ]},
+        "sweep": {
+            "title": "Five implementations, d = 128, 2 heads, batch 1 (median ms [IQR])",
+            "sizes": {"d_model": 128, "heads": 2, "rows": [[1, 64, True], [1, 128, True], [1, 256, True],
+                                                           [1, 512, False]], "dtype": "float32"},
+            "header": ["T", "pass", "wrapper", "MHA", "fused", "SDPA", "nn.MHA"],
+            "rows": [
                 [64, "forward", "0.32 [0.31-0.33]", "0.25 [0.25-0.26]",
                  "0.16 [0.16-0.16]", "0.15 [0.15-0.16]", "0.18 [0.18-0.19]"],
                 [64, "forward+backward", "0.74 [0.73-0.76]", "0.65 [0.64-0.65]",
@@ -149,32 +161,124 @@ SCALE_CPU: dict = {
                  "2.26 [2.25-2.30]", "2.20 [2.20-2.23]", "2.41 [2.40-2.45]"],
                 [512, "forward", "3.47 [3.41-3.74]", "3.77 [3.34-4.50] ⚠",
                  "2.25 [2.25-2.28]", "2.20 [2.19-2.21]", "2.46 [2.44-2.52]"],
-            ]),
-        "Causal attention, T = 1024, 4 heads of 64 (median ms [IQR])": (
-            ["call", "ms"],
-            [
+            ]},
+        "causal_flag": {
+            "title": "Causal attention, T = 1024, 4 heads of 64 (median ms [IQR])",
+            "sizes": {"shape": [1, 4, 1024, 64], "dtype": "float32"},
+            "header": ["call", "ms"],
+            "rows": [
                 ["is_causal=True", "8.58 [8.57-8.61]"],
                 ["attn_mask tensor", "12.51 [12.49-12.64]"],
                 ["no mask (bidirectional)", "11.39 [11.38-11.42]"],
-            ]),
-        "One generation step, 2 layers of width 256 (median ms [IQR])": (
-            ["tokens so far", "no cache", "KV cache", "ratio of medians"],
-            [
+            ]},
+        "kv_cache": {
+            "title": "One generation step, 2 layers of width 256 (median ms [IQR])",
+            "sizes": {"width": 256, "heads": 4, "layers": 2, "dtype": "float32", "code": "eed01ee"},
+            "header": ["tokens so far", "no cache", "KV cache", "ratio of medians"],
+            "rows": [
                 [32, "0.66 [0.65-0.67]", "0.30 [0.30-0.30]", "2x"],
                 [128, "2.21 [2.21-2.23]", "0.33 [0.33-0.34]", "7x"],
                 [512, "22.91 [21.52-23.35]", "1.41 [1.04-1.71] ⚠", "16x"],
-            ]),
-        "Roofline (best of the repeats)": (
-            ["matmul GFLOP/s (float32)", "copy GB/s", "ridge FLOP/byte"],
-            [
+            ]},
+        "roofline": {
+            "title": "Roofline (best of the repeats)",
+            "sizes": {"dtype": "float32"},
+            "header": ["matmul GFLOP/s (float32)", "copy GB/s", "ridge FLOP/byte"],
+            "rows": [
                 ["110", "52.7", "2.1"],
-            ]),
-        "create_block_mask, causal, B = H = 1, T = 16,384 (fresh process, cold compile)": (
-            ["mode", "peak memory grew (MiB)", "first call (s)", "second call (s)"],
-            [
+            ]},
+        "block_mask": {
+            "title": "create_block_mask, causal, B = H = 1, T = 16,384 (fresh process, cold compile)",
+            "sizes": {"tokens": 16384},
+            "header": ["mode", "peak memory grew (MiB)", "first call (s)", "second call (s)"],
+            "rows": [
                 ["eager", "2,405", "1.53", "0.759"],
                 ["compiled", "0", "7.85", "0.038"],
-            ]),
+            ]},
+    },
+}
+
+#: chapter 10 on a datacenter GPU: the first GPU run of the course (``../shared/gpu-reference/``,
+#: its ``scripts/perf.py`` and ``perf2.py``); ``python tools/gpu_check.py`` measures the
+#: chapter's own GPU sizes and prints the same dict. CUDA-event medians (triton's ``do_bench``).
+SCALE_GPU: dict = {
+    "command": "scripts/perf.py and perf2.py of the first GPU run (triton.testing.do_bench medians)",
+    "date": "2026-11-27",
+    "machine": ("an NVIDIA H100 80GB HBM3 (compute capability 9.0, 132 SMs, 50 MB of L2 cache), "
+                "PyTorch 2.11.0+cu130, cuDNN 9.19, Python 3.12.3"),
+    "load": "nothing else ran on the GPU; CUDA-event timings do not count the host's load",
+    "tables": {
+        "ceilings": {
+            "title": "Ceilings: 8192 x 8192 matrix products, a 1 GiB copy (bytes read + written)",
+            "sizes": {},
+            "header": ["bfloat16 TFLOP/s", "float32 TFLOP/s", "float32 as TF32 TFLOP/s", "copy TB/s",
+                       "ridge bfloat16", "ridge float32"],
+            "rows": [["782", "51.3", "356", "3.0", "261", "17"]]},
+        "kernels": {
+            "title": ("Causal attention kernels, bfloat16, 16 heads of 128, 16,384 tokens per call "
+                      "(median ms, TFLOP/s of the causal FLOPs, forward + backward counted as 3.5 "
+                      "forward passes)"),
+            "sizes": {"heads": 16, "head_dim": 128, "tokens": 16384, "dtype": "bfloat16"},
+            "header": ["T", "B", "implementation", "forward ms", "TFLOP/s", "fwd+bwd ms", "TFLOP/s",
+                       "peak MiB"],
+            "rows": [
+                [1024, 16, "from scratch", "2.544", "27.0", "6.131", "39.2", "1537"],
+                [1024, 16, "FLASH_ATTENTION", "0.279", "246.7", "1.343", "179.1", "65"],
+                [1024, 16, "EFFICIENT_ATTENTION", "0.490", "140.1", "2.254", "106.7", "65"],
+                [1024, 16, "CUDNN_ATTENTION", "0.159", "432.2", "0.766", "313.9", "65"],
+                [1024, 16, "MATH", "7.331", "9.4", "15.805", "15.2", "2948"],
+                [4096, 4, "from scratch", "11.698", "23.5", "25.084", "38.4", "6160"],
+                [4096, 4, "FLASH_ATTENTION", "0.900", "305.5", "3.642", "264.2", "65"],
+                [4096, 4, "EFFICIENT_ATTENTION", "1.710", "160.7", "7.350", "130.9", "65"],
+                [4096, 4, "CUDNN_ATTENTION", "0.520", "528.8", "2.110", "456.1", "65"],
+                [4096, 4, "MATH", "29.046", "9.5", "59.973", "16.0", "9920"],
+                [16384, 1, "from scratch", "41.630", "26.4", "94.560", "40.7", "24832"],
+                [16384, 1, "FLASH_ATTENTION", "3.437", "319.9", "12.084", "318.5", "65"],
+                [16384, 1, "EFFICIENT_ATTENTION", "6.410", "171.5", "27.726", "138.8", "65"],
+                [16384, 1, "CUDNN_ATTENTION", "1.957", "561.8", "7.395", "520.4", "65"],
+                [16384, 1, "MATH", "out of memory", "", "", "", ""],
+                [16384, 1, "FlexAttention, compiled", "2.672", "411.5", "9.579", "401.7", "66"],
+            ]},
+        "default_choice": {
+            "title": ("Which kernel the default picks (torch._fused_sdp_choice), bfloat16, B = 4, "
+                      "H = 16, T = 8,192, head 128 (TFLOP/s)"),
+            "sizes": {"shape": [4, 16, 8192, 128], "dtype": "bfloat16"},
+            "header": ["mask", "default picks", "default", "CUDNN", "FLASH", "EFFICIENT"],
+            "rows": [
+                ["none", "CUDNN_ATTENTION", "679.1", "601.4", "351.5", "181.0"],
+                ["causal", "CUDNN_ATTENTION", "566.1", "558.2", "326.7", "174.3"],
+            ]},
+        "causal_flag": {
+            "title": "Causal attention, B = 4, H = 16, T = 8,192, head 128, bfloat16 (median ms)",
+            "sizes": {"shape": [4, 16, 8192, 128], "dtype": "bfloat16"},
+            "header": ["call", "ms"],
+            "rows": [
+                ["is_causal=True", "2.036"],
+                ["attn_mask tensor", "6.704"],
+                ["no mask (bidirectional)", "3.736"],
+            ]},
+        "causal_flag_small": {
+            "title": ("The same three calls at the chapter's CPU sizes, T = 1024, 4 heads of 64, "
+                      "float32 (median ms [IQR])"),
+            "sizes": {"shape": [1, 4, 1024, 64], "dtype": "float32"},
+            "header": ["call", "ms"],
+            "rows": [
+                ["is_causal=True", "0.13 [0.13-0.13]"],
+                ["attn_mask tensor", "0.17 [0.17-0.18]"],
+                ["no mask (bidirectional)", "0.13 [0.12-0.13]"],
+            ]},
+        "kv_cache": {
+            "title": ("One generation step, 12 CachedMultiHeadAttention layers of width 768 (12 "
+                      "heads), batch 1 (median ms; the code of commit eed01ee, before the cached "
+                      "step's overhead was cut)"),
+            "sizes": {"width": 768, "heads": 12, "layers": 12, "code": "eed01ee"},
+            "header": ["tokens so far", "float32 no cache", "float32 KV cache", "bfloat16 no cache",
+                       "bfloat16 KV cache"],
+            "rows": [
+                [128, "5.743", "6.658", "8.890", "6.697"],
+                [512, "10.750", "7.754", "6.061", "6.658"],
+                [2048, "22.800", "9.450", "19.819", "10.655"],
+            ]},
     },
 }
 
@@ -206,23 +310,78 @@ def _median_only(title: str, header: list, rows: list) -> List[str]:
             cells.append(median + (" ⚠" if flag else ""))
         table.append(cells)
     lines = ["", title.replace("(median ms [IQR])", "(median ms)"), *_aligned(header, table)]
-    steady = [s for s in spreads if s <= 0.25]
-    lines.append(f"IQR within {max(steady):.0%} of the median in {len(steady)} of {len(spreads)} "
-                 f"cells; noisy (⚠): {', '.join(noisy) if noisy else 'none'}")
+    if spreads:
+        steady = [s for s in spreads if s <= 0.25]
+        lines.append(f"IQR within {max(steady):.0%} of the median in {len(steady)} of "
+                     f"{len(spreads)} cells; noisy (⚠): {', '.join(noisy) if noisy else 'none'}")
     return lines
+
+
+def _tables_text(ref: dict) -> str:
+    if not ref["tables"]:
+        return "(no reference measurement recorded yet: run " + ref["command"] + ")"
+    lines: List[str] = [f"Measured {ref['date']} with {ref['command']}",
+                        f"on {ref['machine']};", f"{ref['load']}."]
+    for table in ref["tables"].values():
+        header, rows = table["header"], table["rows"]
+        if len(header) > 4 and any(_CELL.match(str(cell)) for row in rows for cell in row):
+            lines += _median_only(table["title"], header, rows)
+            continue
+        lines += ["", table["title"], *_aligned(header, rows)]
+    return "\n".join(lines)
 
 
 def scale_text() -> str:
     """:data:`SCALE_CPU` as the lines a notebook prints (one block per table; wide tables show
     medians and a line on their spreads)."""
-    ref = SCALE_CPU
-    if not ref["tables"]:
-        return "(no reference measurement recorded yet: run " + ref["command"] + ")"
-    lines: List[str] = [f"Measured {ref['date']} with {ref['command']}",
-                        f"on {ref['machine']};", f"{ref['load']}."]
-    for title, (header, rows) in ref["tables"].items():
-        if len(header) > 4:
-            lines += _median_only(title, header, rows)
-            continue
-        lines += ["", title, *_aligned(header, rows)]
-    return "\n".join(lines)
+    return _tables_text(SCALE_CPU)
+
+
+def scale_gpu_text() -> str:
+    """:data:`SCALE_GPU` as the lines a notebook prints."""
+    return _tables_text(SCALE_GPU)
+
+
+def scale_reference(device=None) -> dict:
+    """The chapter-10 reference for a device: :data:`SCALE_GPU` on a CUDA GPU, else
+    :data:`SCALE_CPU`."""
+    kind = getattr(device, "type", str(device) if device is not None else "cpu").split(":")[0]
+    return SCALE_GPU if kind == "cuda" else SCALE_CPU
+
+
+def reference_table(key: str, device=None, sizes: Optional[dict] = None) -> Optional[dict]:
+    """The reference table ``key`` for ``device`` (see :func:`scale_reference`), or None when
+    there is none, or when ``sizes`` is given and the table was measured at other sizes (a
+    reader's timing is compared with a reference only like for like)."""
+    table = scale_reference(device)["tables"].get(key)
+    if table is None or (sizes is not None and table.get("sizes") != sizes):
+        return None
+    return table
+
+
+def reference_cell(key: str, row: object, column: int = 1, device=None,
+                   sizes: Optional[dict] = None, missing: str = "-") -> str:
+    """Cell ``column`` of the row whose first cell is ``row`` in :func:`reference_table`, or
+    ``missing`` when the table, the sizes or the row do not match."""
+    table = reference_table(key, device, sizes)
+    if table is not None:
+        for cells in table["rows"]:
+            if str(cells[0]) == str(row):
+                return str(cells[column])
+    return missing
+
+
+def reference_name(device=None) -> str:
+    """A short name of the reference for ``device``, for a column header:
+    ``"reference: quiet CPU, 2026-11-25"``."""
+    ref = scale_reference(device)
+    where = "H100" if ref is SCALE_GPU else "quiet CPU"
+    return f"reference: {where}, {ref['date']}"
+
+
+def live_label() -> str:
+    """Who measured a timing the chapter shows next to the reference: ``"this build's machine"``
+    on the published site (the book build sets ``ATTENTION_BOOK_STATIC=1``), ``"your machine"``
+    in a notebook."""
+    built = os.environ.get("ATTENTION_BOOK_STATIC", "") not in ("", "0")
+    return "this build's machine, now" if built else "your machine, now"
