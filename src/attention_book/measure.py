@@ -380,8 +380,9 @@ class MeasurementPlan:
       FlexAttention), ``(kernel_batch, kernel_heads, kernel_tokens, head_dim)``;
     * ``curve_*``: chapter 5's ``MultiHeadAttention`` at growing lengths (batch 1, forward);
     * ``sweep`` and ``full_sweep``: the five implementations, ``(batch, T, backward)`` rows at
-      width ``sweep_d_model`` with ``sweep_heads`` heads (``full_sweep`` at GPT-2 small's width,
-      for ``tools/bench_scale.py`` and the chapter's ``FULL_SWEEP``);
+      width ``sweep_d_model`` with ``sweep_heads`` heads (``full_sweep`` at ``full_d_model`` and
+      ``full_heads``, GPT-2 small's, for ``tools/bench_scale.py`` and the chapter's
+      ``FULL_SWEEP``);
     * ``decode_*``: a stack of cached attention layers generating one token at the lengths
       ``decode_lengths`` (batch 1);
     * ``matmul_sizes`` and ``copy_bytes``: the roofline's ceiling and memory slope.
@@ -406,6 +407,8 @@ class MeasurementPlan:
     sweep_d_model: int
     sweep_heads: int
     sweep: Tuple[SweepRow, ...]
+    full_d_model: int
+    full_heads: int
     full_sweep: Tuple[SweepRow, ...]
     decode_width: int
     decode_heads: int
@@ -476,7 +479,7 @@ def plan_for(device=None, capability: Optional[Tuple[int, int]] = None) -> Measu
             curve_lengths=(1024, 2048, 4096, 8192), curve_d_model=768, curve_heads=12,
             sweep_d_model=768, sweep_heads=12,
             sweep=tuple((tokens // T, T, True) for T in (1024, 2048, 4096)),
-            full_sweep=tuple((tokens // T, T, True) for T in (1024, 2048, 4096, 8192)),
+            full_d_model=768, full_heads=12, full_sweep=tuple((tokens // T, T, True) for T in (1024, 2048, 4096, 8192)),
             decode_width=768, decode_heads=12, decode_layers=12, decode_lengths=(128, 512, 2048),
             matmul_sizes=(4096, 8192), copy_bytes=2**30, repeats=10, compile_flex=True)
     cpu = device.type == "cpu"
@@ -488,7 +491,7 @@ def plan_for(device=None, capability: Optional[Tuple[int, int]] = None) -> Measu
         curve_lengths=(64, 128, 256, 512), curve_d_model=64, curve_heads=4,
         sweep_d_model=128, sweep_heads=2,
         sweep=((1, 64, True), (1, 128, True), (1, 256, True), (1, 512, False)),
-        full_sweep=tuple((1, T, True) for T in (128, 256, 512, 1024, 2048, 4096)) + ((8, 1024, True),),
+        full_d_model=768, full_heads=12, full_sweep=tuple((1, T, True) for T in (128, 256, 512, 1024, 2048, 4096)) + ((8, 1024, True),),
         decode_width=256, decode_heads=4, decode_layers=2, decode_lengths=(32, 128, 512),
         matmul_sizes=(256, 512, 1024), copy_bytes=2**26, repeats=7, compile_flex=False)
 
