@@ -78,6 +78,7 @@ WORK = OUT / "work"  # tarred at the end, then removed
 START = time.time()
 DEADLINE = START + float(os.environ.get("BUDGET_S", "400"))
 SITE = Path(os.environ.get("SITE", "/tmp/site"))
+SCRATCH = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpu_check_{os.getpid()}"  # Jupyter's files
 STEPS = os.environ.get("STEPS", "env,notebooks,reference,gpt,sweep").split(",")
 
 #: top-level packages the notebooks need beyond PyTorch, matplotlib, numpy and tiktoken
@@ -126,10 +127,9 @@ def environment() -> dict:
             if candidate.is_dir():
                 env["TIKTOKEN_CACHE_DIR"] = str(candidate)
                 break
-    scratch = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpu_check_{os.getpid()}"
     for name, folder in (("JUPYTER_RUNTIME_DIR", "runtime"), ("IPYTHONDIR", "ipython"),
                          ("MPLCONFIGDIR", "matplotlib")):
-        env.setdefault(name, str(scratch / folder))
+        env.setdefault(name, str(SCRATCH / folder))
         Path(env[name]).mkdir(parents=True, exist_ok=True)
     env["MPLBACKEND"] = "Agg"
     env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"  # quiet debugpy in the kernels
@@ -393,6 +393,7 @@ def main(argv=None) -> int:
         (OUT / "summary.md").write_text(text)
         (OUT / "results.json").write_text(json.dumps(results, indent=1, default=str))
         pack()
+        shutil.rmtree(SCRATCH, ignore_errors=True)
         print("\n" + text, flush=True)
     return 1 if results.get("fatal") else 0
 

@@ -448,7 +448,9 @@ def time_decoding(width: int, num_heads: int, num_layers: int, cached_tokens: in
     of an :class:`~attention_book.kv_cache.AttentionStack` in each of ``variants`` (names of
     :data:`DECODE_VARIANTS`; default: all that run on ``device``, without torch.compile).
 
-    Every variant computes the same output for the same step (checked: ``"agree"``); each timed
+    Every variant computes the same output for the same step (checked: ``"agree"``, within
+    ``1e-4`` in float32 and ``0.1`` in half precision, whose rounding to 8 or 11 significant bits
+    adds up over the layers; a wrong mask or cache misses by far more); each timed
     call undoes the step afterwards (``truncate``), so every repeat continues from
     ``cached_tokens``. Returns ``{"timings": {name: Timing}, "agree": bool,
     "no_cache": Timing}`` with the full forward pass over ``cached_tokens + 1`` tokens timed
@@ -506,7 +508,7 @@ def time_decoding(width: int, num_heads: int, num_layers: int, cached_tokens: in
             calls[name] = call
         calls["no cache"] = lambda: stack(text)
         timings = compare(calls, repeats=repeats, warmup=2, device=device, timer=timer)
-    tolerance = 1e-4 if dtype == torch.float32 else 5e-2
+    tolerance = 1e-4 if dtype == torch.float32 else 1e-1
     agree = all(torch.allclose(out.float(), expected.float(), atol=tolerance, rtol=tolerance)
                 for out in outputs.values())
     return {"timings": {name: timings[name] for name in variants}, "agree": agree,
