@@ -173,7 +173,7 @@ def test_plan_for_a_cpu_keeps_the_chapters_small_sizes_in_float32_on_one_thread(
                                                ((8, 6), torch.bfloat16), ((9, 0), torch.bfloat16),
                                                ((6, 1), torch.float16)])
 def test_plan_for_a_gpu_fills_it_in_its_fastest_dtype_with_cuda_events(capability, dtype):
-    plan = plan_for("cuda", capability=capability)
+    plan = plan_for("cuda", capability=capability, memory_gib=80)
     assert plan.dtype == dtype and plan.timer == "cuda_events" and plan.threads is None
     batch, heads, tokens, head_dim = plan.kernel_shape
     assert batch * tokens >= 16384 and heads * head_dim == 768 and head_dim == 64
@@ -183,6 +183,20 @@ def test_plan_for_a_gpu_fills_it_in_its_fastest_dtype_with_cuda_events(capabilit
     assert (plan.decode_width, plan.decode_heads, plan.decode_layers) == (768, 12, 12)
     assert plan.compile_flex and min(plan.matmul_sizes) >= 4096
     assert f"{capability[0]}.{capability[1]}" in plan.description and plan.dtype_name in plan.description
+
+
+def test_plan_for_a_small_gpu_times_from_scratch_attention_only_where_it_fits():
+    # 4 float32 (B, 12, T, T) matrices within 60% of the memory: a 15 GiB T4 stops at 2,048
+    t4 = plan_for("cuda", capability=(7, 5), memory_gib=15)
+    assert [t for _, t, _ in t4.sweep] == [1024, 2048] and max(t4.curve_lengths) == 4096
+    h100 = plan_for("cuda", capability=(9, 0), memory_gib=80)
+    assert [t for _, t, _ in h100.sweep] == [1024, 2048, 4096] and max(h100.curve_lengths) == 8192
+    assert max(t for _, t, _ in h100.full_sweep) == 8192
+    for plan in (t4, h100):
+        batch, heads, tokens, _ = plan.kernel_shape
+        assert 4 * batch * heads * tokens**2 * 2 < 0.6 * 15 * 2**30  # the half-precision core fits a T4
+    with pytest.raises(ValueError, match="memory_gib"):
+        plan_for("cuda", capability=(9, 0), memory_gib=0)
 
 
 def test_plan_for_errors():

@@ -50,8 +50,11 @@ def _is_cuda(device) -> bool:
 
 
 def _synchronize(device) -> None:
+    """Wait for the work queued on a GPU (CUDA or Apple's MPS) before reading the clock."""
     if _is_cuda(device):
         torch.cuda.synchronize(device)
+    elif device is not None and torch.device(device).type == "mps":
+        torch.mps.synchronize()
 
 
 def _check_counts(repeats, warmup) -> None:
@@ -452,35 +455,64 @@ def _cuda_capability(device: torch.device, capability) -> Tuple[int, int]:
 #: tokens a kernel call gets on a CUDA GPU: enough to fill an H100 (132 SMs) with query blocks
 GPU_TOKENS_PER_CALL = 16384
 
+#: float32 (B, H, T, T) matrices the from-scratch attention of chapter 5 keeps alive at its peak
+#: (scores, scaled, masked, softmax; half-precision inputs are scored in float32)
+_SCRATCH_MATRICES = 4
 
-def plan_for(device=None, capability: Optional[Tuple[int, int]] = None) -> MeasurementPlan:
+
+def _fits(batch: int, heads: int, tokens: int, memory_bytes: float) -> bool:
+    """Whether from-scratch attention at these sizes uses at most 60% of the GPU's memory."""
+    return _SCRATCH_MATRICES * batch * heads * tokens * tokens * 4 <= 0.6 * memory_bytes
+
+
+def _gpu_memory(device: torch.device, memory_gib) -> float:
+    if memory_gib is not None:
+        if isinstance(memory_gib, bool) or not isinstance(memory_gib, (int, float)) or memory_gib <= 0:
+            raise ValueError(f"memory_gib must be a positive number of GiB, got {memory_gib!r}")
+        return memory_gib * 2**30
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_properties(device).total_memory
+    return 80 * 2**30  # planning for a GPU that is not here: an 80 GB one
+
+
+def plan_for(device=None, capability: Optional[Tuple[int, int]] = None,
+             memory_gib: Optional[float] = None) -> MeasurementPlan:
     """The :class:`MeasurementPlan` for ``device`` (default: the CPU).
 
     * CUDA: GPT-2 small's width (768 = 12 heads of 64), at least ``GPU_TOKENS_PER_CALL``
       (16,384) tokens per kernel call and per sweep row, bfloat16 from compute capability 8.0
       (Ampere and newer) and float16 below (a T4, 7.5: no bfloat16 tensor cores), CUDA events,
-      the compiled FlexAttention kernel. ``capability`` overrides the GPU's own (for tests, or
-      to plan for another GPU).
+      the compiled FlexAttention kernel. The from-scratch implementations keep ``(B, H, T, T)``
+      matrices, so the lengths they are timed at stop where those would fill more than 60% of
+      the GPU's memory (a 16 GB T4 stops at 2,048 tokens per sequence in the sweep, an 80 GB
+      H100 at 4,096). ``capability`` and ``memory_gib`` override the GPU's own (for tests, or to
+      plan for another GPU).
     * CPU (and Apple's MPS): the chapter's small sizes, float32, the wall clock, one thread on a
       CPU; FlexAttention is not compiled (a cold compile took over a minute on a 2-core CPU).
     """
     device = torch.device("cpu" if device is None else device)
     if device.type == "cuda":
         major, minor = _cuda_capability(device, capability)
+        memory = _gpu_memory(device, memory_gib)
         dtype = torch.bfloat16 if (major, minor) >= (8, 0) else torch.float16
-        tokens = GPU_TOKENS_PER_CALL
+        tokens, heads = GPU_TOKENS_PER_CALL, 12
+
+        def rows(lengths):
+            return tuple((tokens // T, T, True) for T in lengths
+                         if _fits(tokens // T, heads, T, memory))
+
         return MeasurementPlan(
             device=device, dtype=dtype, timer="cuda_events", threads=None,
             description=(f"CUDA GPU of compute capability {major}.{minor}: "
                          f"{str(dtype).replace('torch.', '')}, timed with CUDA events, "
                          f"{tokens:,} tokens per kernel call, GPT-2 small's width "
                          "(12 heads of 64)"),
-            kernel_batch=tokens // 4096, kernel_heads=12, kernel_tokens=4096, head_dim=64,
-            curve_lengths=(1024, 2048, 4096, 8192), curve_d_model=768, curve_heads=12,
-            sweep_d_model=768, sweep_heads=12,
-            sweep=tuple((tokens // T, T, True) for T in (1024, 2048, 4096)),
-            full_d_model=768, full_heads=12, full_sweep=tuple((tokens // T, T, True) for T in (1024, 2048, 4096, 8192)),
-            decode_width=768, decode_heads=12, decode_layers=12, decode_lengths=(128, 512, 2048),
+            kernel_batch=tokens // 4096, kernel_heads=heads, kernel_tokens=4096, head_dim=64,
+            curve_lengths=tuple(T for T in (1024, 2048, 4096, 8192) if _fits(1, heads, T, memory)),
+            curve_d_model=768, curve_heads=heads,
+            sweep_d_model=768, sweep_heads=heads, sweep=rows((1024, 2048, 4096)),
+            full_d_model=768, full_heads=heads, full_sweep=rows((1024, 2048, 4096, 8192)),
+            decode_width=768, decode_heads=heads, decode_layers=12, decode_lengths=(128, 512, 2048),
             matmul_sizes=(4096, 8192), copy_bytes=2**30, repeats=10, compile_flex=True)
     cpu = device.type == "cpu"
     return MeasurementPlan(
@@ -491,7 +523,8 @@ def plan_for(device=None, capability: Optional[Tuple[int, int]] = None) -> Measu
         curve_lengths=(64, 128, 256, 512), curve_d_model=64, curve_heads=4,
         sweep_d_model=128, sweep_heads=2,
         sweep=((1, 64, True), (1, 128, True), (1, 256, True), (1, 512, False)),
-        full_d_model=768, full_heads=12, full_sweep=tuple((1, T, True) for T in (128, 256, 512, 1024, 2048, 4096)) + ((8, 1024, True),),
+        full_d_model=768, full_heads=12,
+        full_sweep=tuple((1, T, True) for T in (128, 256, 512, 1024, 2048, 4096)) + ((8, 1024, True),),
         decode_width=256, decode_heads=4, decode_layers=2, decode_lengths=(32, 128, 512),
         matmul_sizes=(256, 512, 1024), copy_bytes=2**26, repeats=7, compile_flex=False)
 
