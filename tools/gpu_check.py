@@ -1,25 +1,31 @@
 """The course on a CUDA GPU, in one run: every chapter executed, chapter 10's measurements, a summary.
 
-What it does, each step with its own deadline inside one budget (``BUDGET_S``, default 400 s,
-so the whole run ends well under 7 minutes):
+What it does, each step with a cap and a reserve for the steps after it, inside one budget
+(``BUDGET_S``, default 390 s, so the whole run, pip install included, ends under 7 minutes):
 
 1. ``env``: the GPU, driver, PyTorch, CUDA, cuDNN, and which of the notebook tools import.
-2. ``notebooks``: every chapter notebook (with its solutions) executed top to bottom with
-   nbclient on the GPU: chapters 1-8 four at a time, then 10 and 9 alone (they time and train
-   things). The executed notebooks come back in ``notebooks.tar.gz``; errors, seconds and what
-   each chapter printed last are in ``results.json``.
+2. ``notebooks``: chapters 1-8 (with their solutions) executed top to bottom with nbclient on the
+   GPU, four at a time, then chapter 10 alone (it times things). The executed notebooks come
+   back in ``notebooks.tar.gz``; errors, seconds and the device line of each are in
+   ``results.json``.
 3. ``reference``: ``tools/bench_scale.py --reference`` with the device's own plan
    (``attention_book.measure.plan_for``: 16,384 tokens per kernel call, GPT-2 small's width,
-   bfloat16 from compute capability 8.0): the chapter's timing cells, the causal flag against a
-   mask tensor, one decoding step of 12 cached layers from the readable ``KVCache`` to a CUDA
-   graph and ``torch.compile(mode="reduce-overhead")``, ``FusedMultiHeadAttention`` against a
-   direct SDPA call, FlexAttention compiled against SDPA, the roofline. It prints the
-   ``SCALE_GPU`` dict to paste into ``src/attention_book/reference.py``.
-4. ``gpt``: chapter 9's measurements, ``python tools/bench_gpt.py --gpu-check OUTDIR``, if that
+   bfloat16 from compute capability 8.0, CUDA events): the causal flag against a mask tensor,
+   ``FusedMultiHeadAttention`` against a direct SDPA call per call, the roofline, one decoding
+   step of 12 cached layers from the readable ``KVCache`` to a CUDA graph, the KV-cache table,
+   FlexAttention compiled against SDPA, the step under ``torch.compile(mode="reduce-overhead")``,
+   then the chapter's curve and sweep (in that order: no stage starts within a minute of the
+   step's cap). It prints the ``SCALE_GPU`` dict to paste into ``src/attention_book/reference.py``
+   (``reference.txt``).
+4. ``notebook09``: chapter 9 alone (it trains a GPT).
+5. ``gpt``: chapter 9's measurements, ``python tools/bench_gpt.py --gpu-check OUTDIR``, if that
    option exists (the hook for the chapter-9 engineer, below).
-5. ``sweep``: ``tools/bench_scale.py`` (the five implementations at the plan's sizes), if at
-   least a minute is left.
-6. The summary: ``summary.md``, also printed last.
+6. ``sweep``: ``tools/bench_scale.py`` (the five implementations at the plan's full sweep), only
+   if more than 75 s are left.
+7. The summary: ``summary.md``, also printed last.
+
+A step that runs out of time is cut (its subprocess killed, a notebook stopped by nbclient's
+timeout) and says so in the summary; ``STEPS=notebook09,gpt`` (say) reruns only some steps.
 
 How the lead runs it. Once, on a machine with PyPI (here)::
 
@@ -39,16 +45,17 @@ are untracked and not ignored, so they travel with the working tree; otherwise n
 ``sweep/``, ``gpt/``: scale-reference.md with the dict to paste, scale-reference.json, scale.md,
 scale.png, and whatever bench_gpt writes) and ``reference.txt`` (the printed SCALE_GPU dict).
 
-Environment: ``OUT`` (default ``gpu-out``), ``BUDGET_S`` (400), ``SITE`` (the folder the wheels
+Environment: ``OUT`` (default ``gpu-out``), ``BUDGET_S`` (390), ``SITE`` (the folder the wheels
 were installed into, default ``/tmp/site``; put on ``sys.path`` and on the kernels'
 ``PYTHONPATH``, with ``$PWD/src`` for the course package), ``TIKTOKEN_CACHE_DIR`` (default: the
 first of ``.tiktoken-cache``, ``shared/tiktoken-cache`` in the checkout that exists),
-``NB_ONLY`` (e.g. ``01,10``: only these chapters), ``STEPS`` (e.g. ``env,notebooks,reference``).
+``NB_ONLY`` (e.g. ``01,10``: only these chapters), ``STEPS`` (default
+``env,notebooks,reference,notebook09,gpt,sweep``).
 ``DRY=1`` runs the whole script on a CPU with tiny sizes in a minute or two (chapters 01, 02 and
 10 only, ``--quick`` benchmarks): the check of this script before a GPU is spent on it.
 
 The hook for chapter 9 (``tools/bench_gpt.py``). If ``python tools/bench_gpt.py --help`` lists
-``--gpu-check``, step 4 runs ``python tools/bench_gpt.py --gpu-check OUTDIR`` with the same
+``--gpu-check``, step 5 runs ``python tools/bench_gpt.py --gpu-check OUTDIR`` with the same
 environment plus ``GPU_CHECK_DEADLINE`` (Unix time by which it must have exited: it is killed
 then) and ``DRY`` (``1``: tiny sizes on a CPU). It writes its files into ``OUTDIR`` (they come
 back in ``bench.tar.gz``); if it writes ``OUTDIR/summary.md`` (a few lines of markdown, e.g. a
@@ -76,10 +83,10 @@ DRY = os.environ.get("DRY", "") == "1"
 OUT = Path(os.environ.get("OUT", "gpu-out")).resolve()
 WORK = OUT / "work"  # tarred at the end, then removed
 START = time.time()
-DEADLINE = START + float(os.environ.get("BUDGET_S", "400"))
+DEADLINE = START + float(os.environ.get("BUDGET_S", "390"))
 SITE = Path(os.environ.get("SITE", "/tmp/site"))
 SCRATCH = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpu_check_{os.getpid()}"  # Jupyter's files
-STEPS = os.environ.get("STEPS", "env,notebooks,reference,gpt,sweep").split(",")
+STEPS = os.environ.get("STEPS", "env,notebooks,reference,notebook09,gpt,sweep").split(",")
 
 #: top-level packages the notebooks need beyond PyTorch, matplotlib, numpy and tiktoken
 WHEELS = ("nbclient", "nbformat", "jupyter_client", "ipykernel", "ipython", "anywidget",
@@ -217,17 +224,22 @@ def execute(path: Path, timeout: float, env: dict) -> dict:
             "printed_tail": printed[-1200:]}
 
 
-def run_notebooks(seconds: float) -> dict:
+def _chapters(names) -> list:
+    notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    only = os.environ.get("NB_ONLY") or ("01,02,10" if DRY else "")
+    return [path for path in notebooks if path.name[:2] in names
+            and (not only or path.name[:2] in only.split(","))]
+
+
+def run_notebooks(seconds: float, chapters=("01", "02", "03", "04", "05", "06", "07", "08", "10")) -> dict:
+    """Chapters 1-8 four at a time, then 10 alone (and, in its own step, 9 alone)."""
     env = environment()
     os.environ.update({key: env[key] for key in ("PYTHONPATH", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR",
                                                  "MPLCONFIGDIR")})
     sys.path[:0] = [p for p in env["PYTHONPATH"].split(os.pathsep) if p not in sys.path]
-    notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    only = os.environ.get("NB_ONLY") or ("01,02,10" if DRY else "")
-    if only:
-        notebooks = [path for path in notebooks if path.name[:2] in only.split(",")]
+    notebooks = _chapters(chapters)
     small = [path for path in notebooks if path.name[:2] <= "08"]
-    alone = sorted((path for path in notebooks if path.name[:2] > "08"), reverse=True)  # 10, then 9
+    alone = [path for path in notebooks if path.name[:2] > "08"]
     stop = time.time() + seconds
     done: dict = {}
     with futures.ThreadPoolExecutor(4) as pool:  # chapters 1-8, four at a time
@@ -236,15 +248,22 @@ def run_notebooks(seconds: float) -> dict:
             path = running[future]
             done[path.name] = future.result()
             log(path.name, json.dumps({k: v for k, v in done[path.name].items() if k != "printed_tail"}))
-    for path in alone:  # 10 and 9 alone: they time and train things
-        budget = min(240, stop - time.time())
+    for path in alone:  # 9 and 10 alone: they time and train things
+        budget = min(300, stop - time.time())
         if budget < 30:
             done[path.name] = {"error": f"skipped: {budget:.0f} s left of the step"}
             continue
         done[path.name] = execute(path, budget, env)
         log(path.name, json.dumps({k: v for k, v in done[path.name].items() if k != "printed_tail"}))
+    results.setdefault("notebooks", {}).update(done)
     failed = [name for name, outcome in done.items() if outcome.get("error")]
-    return {"status": f"{len(done) - len(failed)} of {len(done)} ran without an error", "notebooks": done}
+    return {"status": f"{len(done) - len(failed)} of {len(done)} ran without an error",
+            "chapters": {name: {k: v for k, v in outcome.items() if k != "printed_tail"}
+                         for name, outcome in done.items()}}
+
+
+def run_notebook09(seconds: float) -> dict:
+    return run_notebooks(seconds, chapters=("09",))
 
 
 def run_tool(arguments: list, seconds: float, folder: Path, extra_env: dict = None) -> dict:
@@ -269,7 +288,8 @@ def run_reference(seconds: float) -> dict:
     folder = WORK / "reference"
     arguments = ["tools/bench_scale.py", "--reference", "--repeats", "3" if DRY else "10",
                  "--out", str(folder)] + (["--quick"] if DRY else [])
-    outcome = run_tool(arguments, seconds, folder)
+    # no new stage after this (the one running may take a compile's time to finish)
+    outcome = run_tool(arguments, seconds, folder, {"GPU_CHECK_DEADLINE": f"{time.time() + seconds - 60:.0f}"})
     literal = folder / "scale-reference.md"
     if literal.is_file():
         (OUT / "reference.txt").write_text(literal.read_text())
@@ -316,7 +336,7 @@ def summary() -> str:
               "| step | status | seconds |", "|---|---|---|"]
     lines += [f"| {name} | {outcome.get('status')} | {outcome.get('seconds', '')} |"
               for name, outcome in results["steps"].items()]
-    notebooks = results["steps"].get("notebooks", {}).get("notebooks", {})
+    notebooks = results.get("notebooks", {})
     if notebooks:
         lines += ["", "| notebook | seconds | result |", "|---|---|---|"]
         lines += [f"| {name} | {outcome.get('seconds', '')} | "
@@ -335,6 +355,9 @@ def summary() -> str:
         if "decode_overhead" in tables:
             lines.append("- " + tables["decode_overhead"]["title"] + ": " + "; ".join(
                 f"{r[0]} {r[1]} ({r[2]} µs per layer)" for r in tables["decode_overhead"]["rows"]))
+        if "decode_compiled" in tables:
+            lines.append("- " + "; ".join(f"{r[0]} {r[1]} ({r[2]} µs per layer)"
+                                          for r in tables["decode_compiled"]["rows"]))
         if "fused_overhead" in tables:
             lines.append("- FusedMultiHeadAttention / direct SDPA per call: " + "; ".join(
                 f"{r[0]} {r[3]}" for r in tables["fused_overhead"]["rows"]))
@@ -377,10 +400,11 @@ def main(argv=None) -> int:
     log(f"gpu_check: budget {DEADLINE - START:.0f} s, OUT={OUT}, steps {STEPS}, DRY={DRY}")
     try:
         step("env", run_env, 60)
-        # the notebooks get what is left after a reserve for the measurements
-        step("notebooks", run_notebooks, 420, reserve=150)
-        step("reference", run_reference, 180, reserve=45)
-        step("gpt", run_gpt, 120, reserve=15)
+        # each step gets at most its cap and leaves a reserve for the steps after it
+        step("notebooks", run_notebooks, 300, reserve=220)  # chapters 1-8 four at a time, 10
+        step("reference", run_reference, 100, reserve=120)  # chapter 10's measurements
+        step("notebook09", run_notebook09, 300, reserve=30)  # chapter 9 alone
+        step("gpt", run_gpt, 150, reserve=10)  # chapter 9's measurements
         if left() > 75:
             step("sweep", run_sweep, left() - 15)
         else:

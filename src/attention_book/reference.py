@@ -124,7 +124,8 @@ def gpt_seeds_text() -> str:
 #: chapter 10, ``python tools/bench_scale.py --reference``: the chapter's own timing cells with
 #: more repeats, on a quiet CPU. Medians in milliseconds with the interquartile range. Each table
 #: has a key (the chapter looks it up), a title, a header, rows and the ``sizes`` it was measured
-#: at: a reader's measurement is compared with a reference table only at the same sizes.
+#: at: a reader's measurement is compared with a reference table only at the same sizes. A table
+#: measured on another day or at another load than the dict's says so in its ``note``.
 SCALE_CPU: dict = {
     "command": "python tools/bench_scale.py --reference",
     "date": "2026-11-25",
@@ -326,8 +327,10 @@ def _tables_text(ref: dict) -> str:
         header, rows = table["header"], table["rows"]
         if len(header) > 4 and any(_CELL.match(str(cell)) for row in rows for cell in row):
             lines += _median_only(table["title"], header, rows)
-            continue
-        lines += ["", table["title"], *_aligned(header, rows)]
+        else:
+            lines += ["", table["title"], *_aligned(header, rows)]
+        if table.get("note"):  # e.g. a table measured on another day than the others
+            lines.append(table["note"])
     return "\n".join(lines)
 
 
