@@ -59,6 +59,8 @@ def test_reference_lookup_compares_like_with_like(monkeypatch):
     assert reference.reference_table("nothing") is None
     assert reference.scale_reference("cuda:0") is reference.SCALE_GPU
     assert reference.reference_name("cpu") == "reference: quiet CPU, " + reference.SCALE_CPU["date"]
+    assert reference.reference_name("cpu", "fused_overhead") == "reference: busy CPU, 2026-11-27"
+    assert reference.reference_name("cuda", "causal_flag").startswith("reference: H100, ")
     monkeypatch.setenv("ATTENTION_BOOK_STATIC", "1")
     assert reference.live_label().startswith("this build's machine")
     monkeypatch.delenv("ATTENTION_BOOK_STATIC")

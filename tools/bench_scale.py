@@ -302,7 +302,8 @@ def reference(repeats: int, out: Path, device: torch.device, quick: bool = False
                          f"{result['ratio']:.2f}"])
         tables["fused_overhead"] = {
             "title": ("FusedMultiHeadAttention against direct_sdpa per call, input 1 x 8 x 16, 2 heads, "
-                      "float32 unless the row says otherwise (fastest block, µs [IQR of the blocks])"),
+                      "float32 unless the row says otherwise (µs per call: median of the blocks [IQR]; "
+                      "ratio of the fastest blocks)"),
             "sizes": {"shape": [1, 8, 16], "heads": 2, "dtype": "float32"},
             "header": ["pass", "FusedMultiHeadAttention", "direct_sdpa", "ratio"], "rows": rows}
 

@@ -173,7 +173,8 @@ SCALE_CPU: dict = {
                 ["no mask (bidirectional)", "11.39 [11.38-11.42]"],
             ]},
         "kv_cache": {
-            "title": "One generation step, 2 layers of width 256 (median ms [IQR])",
+            "title": ("One generation step, 2 layers of width 256 (median ms [IQR]; the code of commit "
+                      "eed01ee, before the cached step's overhead was cut)"),
             "sizes": {"width": 256, "heads": 4, "layers": 2, "dtype": "float32", "code": "eed01ee"},
             "header": ["tokens so far", "no cache", "KV cache", "ratio of medians"],
             "rows": [
@@ -188,6 +189,32 @@ SCALE_CPU: dict = {
             "rows": [
                 ["110", "52.7", "2.1"],
             ]},
+        "causal_blocks": {
+            "title": ("is_causal=True against no mask, 4 heads of 64, float32: the measured ratio of the "
+                      "medians and the share of tiles the CPU flash kernel computes"),
+            "sizes": {"heads": 4, "head_dim": 64, "dtype": "float32"},
+            "header": ["T", "is_causal=True ms", "no mask ms", "ratio", "tiles computed"],
+            "rows": [
+                [512, "19.72 ⚠", "19.66", "1.00", "1.000"],
+                [1024, "49.46 ⚠", "62.66", "0.79", "0.750"],
+                [2048, "160.13", "262.77", "0.61", "0.625"],
+            ],
+            "label": "busy CPU, 2026-11-27",
+            "note": ("(measured 2026-11-27 with the same command, 21 repeats, while other programs kept "
+                     "the machine busy, load 12: the times are several times the quiet ones, the ratios "
+                     "are what to read)")},
+        "fused_overhead": {
+            "title": ("FusedMultiHeadAttention against direct_sdpa per call, input 1 x 8 x 16, 2 heads, "
+                      "float32 (µs per call: median of the blocks [IQR]; ratio of the fastest blocks)"),
+            "sizes": {"shape": [1, 8, 16], "heads": 2, "dtype": "float32"},
+            "header": ["pass", "FusedMultiHeadAttention", "direct_sdpa", "ratio"],
+            "rows": [
+                ["forward", "43.0 [42.4-47.2]", "43.6 [43.1-51.7]", "0.98"],
+                ["forward+backward", "264.9 [260.1-422.4] ⚠", "270.0 [256.7-428.9] ⚠", "1.01"],
+            ],
+            "label": "busy CPU, 2026-11-27",
+            "note": ("(measured 2026-11-27 with the same command at load 12, the module as it is now; "
+                     "the ratio of the fastest blocks of 41 interleaved ones resists the load)")},
         "block_mask": {
             "title": "create_block_mask, causal, B = H = 1, T = 16,384 (fresh process, cold compile)",
             "sizes": {"tokens": 16384},
@@ -307,7 +334,8 @@ def _median_only(title: str, header: list, rows: list) -> List[str]:
             median, q1, q3, flag = match.groups()
             spreads.append((float(q3) - float(q1)) / float(median))
             if flag:
-                noisy.append(f"{name} at {row[0]} {row[1]}")
+                where = " ".join(str(c) for c in row[:2] if not _CELL.match(str(c)))
+                noisy.append(f"{name} at {where}")
             cells.append(median + (" ⚠" if flag else ""))
         table.append(cells)
     lines = ["", title.replace("(median ms [IQR])", "(median ms)"), *_aligned(header, table)]
@@ -374,10 +402,14 @@ def reference_cell(key: str, row: object, column: int = 1, device=None,
     return missing
 
 
-def reference_name(device=None) -> str:
+def reference_name(device=None, key: Optional[str] = None) -> str:
     """A short name of the reference for ``device``, for a column header:
-    ``"reference: quiet CPU, 2026-11-25"``."""
+    ``"reference: quiet CPU, 2026-11-25"``; the table ``key``'s own ``label`` where it has one (a
+    table measured on another day or at another load)."""
     ref = scale_reference(device)
+    table = ref["tables"].get(key, {}) if key else {}
+    if table.get("label"):
+        return f"reference: {table['label']}"
     where = "H100" if ref is SCALE_GPU else "quiet CPU"
     return f"reference: {where}, {ref['date']}"
 
