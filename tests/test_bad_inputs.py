@@ -43,9 +43,10 @@ from attention_book.gpt import GPT, GPTConfig, TrainingSettings, convert_gpt2_st
 from attention_book.masks import causal_mask
 from attention_book.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 from attention_book.sampling import apply_temperature, generate, sample_next, top_k_filter, top_p_filter
-from attention_book.cost import decode_step_cost, kv_cache_bytes
+from attention_book.cost import causal_tile_fraction, decode_step_cost, generation_step_flops, kv_cache_bytes
 from attention_book.gqa import GroupedQueryAttention, repeat_kv
-from attention_book.measure import Timing, compare, time_samples
+from attention_book.kv_cache import KVCache, StaticKVCache
+from attention_book.measure import Timing, compare, plan_for, regime, time_samples
 from attention_book.positions import apply_rope, next_positions, positions_from_padding, rope_frequencies
 from attention_book.scores import (
     additive_scores,
@@ -430,6 +431,21 @@ CALLS: List[Bad] = [
     Bad("time_samples: repeats 0", lambda: time_samples(lambda: None, repeats=0), ValueError, "repeats"),
     Bad("compare: a list", lambda: compare([lambda: None]), TypeError, "calls"),
     Bad("Timing: no samples", lambda: Timing(()), ValueError, "sample"),
+    # --- chapter 10 on a GPU: plans, regimes, per-part counts, preallocated caches
+    Bad("time_samples: cuda_events on a CPU", lambda: time_samples(lambda: None, timer="cuda_events"),
+        ValueError, "timer"),
+    Bad("plan_for: capability '8.0'", lambda: plan_for("cuda", capability="8.0"), TypeError, "capability"),
+    Bad("plan_for: memory_gib 0", lambda: plan_for("cuda", capability=(8, 0), memory_gib=0), ValueError,
+        "memory_gib"),
+    Bad("regime: seconds 0", lambda: regime(0.0, 1.0, 1.0), ValueError, "seconds"),
+    Bad("regime: flops '1'", lambda: regime(1.0, "1", 1.0), TypeError, "flops"),
+    Bad("generation_step_flops: mlp_ratio -1", lambda: generation_step_flops(8, 16, 4, True, mlp_ratio=-1),
+        ValueError, "mlp_ratio"),
+    Bad("causal_tile_fraction: key_block 0", lambda: causal_tile_fraction(8, 4, 0), ValueError, "key_block"),
+    Bad("StaticKVCache(max_tokens=0)", lambda: StaticKVCache(0), ValueError, "max_tokens"),
+    Bad("StaticKVCache: full", lambda: StaticKVCache(2).append(torch.zeros(1, 1, 3, 2), torch.zeros(1, 1, 3, 2)),
+        ValueError, "max_tokens=2"),
+    Bad("KVCache.truncate: beyond the cache", lambda: KVCache().truncate(1), ValueError, "num_tokens"),
 ]
 
 ROWS = _constructor_rows() + CALLS
