@@ -46,7 +46,7 @@ def test_gpu_reference_says_what_chapter_10_quotes():
     scratch = float(kernels[(16384, "from scratch")][4])
     assert round(cudnn / scratch) == 21
     assert all(row[1] == "CUDNN_ATTENTION" for row in tables["default_choice"]["rows"])
-    flag = {row[0]: float(row[1]) for row in tables["causal_flag"]["rows"]}
+    flag = {row[0]: float(row[1]) for row in tables["causal_flag_8192"]["rows"]}
     assert round(1 - flag["is_causal=True"] / flag["no mask (bidirectional)"], 2) == 0.46
     assert round(flag["attn_mask tensor"] / flag["is_causal=True"], 1) == 3.3
 
@@ -55,7 +55,7 @@ def test_reference_lookup_compares_like_with_like(monkeypatch):
     cpu_sizes = reference.SCALE_CPU["tables"]["causal_flag"]["sizes"]
     assert reference.reference_cell("causal_flag", "is_causal=True", sizes=cpu_sizes) == "8.58 [8.57-8.61]"
     assert reference.reference_cell("causal_flag", "is_causal=True", device="cuda", sizes=cpu_sizes) == "-"
-    assert reference.reference_cell("causal_flag", "is_causal=True", device="cuda") == "2.036"
+    assert reference.reference_cell("causal_flag_8192", "is_causal=True", device="cuda") == "2.036"
     assert reference.reference_table("nothing") is None
     assert reference.scale_reference("cuda:0") is reference.SCALE_GPU
     assert reference.reference_name("cpu") == "reference: quiet CPU, " + reference.SCALE_CPU["date"]

@@ -228,7 +228,10 @@ SCALE_CPU: dict = {
 
 #: chapter 10 on a datacenter GPU: the first GPU run of the course (``../shared/gpu-reference/``,
 #: its ``scripts/perf.py`` and ``perf2.py``); ``python tools/gpu_check.py`` measures the
-#: chapter's own GPU sizes and prints the same dict. CUDA-event medians (triton's ``do_bench``).
+#: chapter's own GPU sizes and prints tables of the same form under the keys the chapter looks up
+#: (``causal_flag``, ``kv_cache``, ``decode_overhead``, ...): add them here. The first run's
+#: tables have keys of their own (``causal_flag_8192``, ``kv_cache_eed01ee``), which the prose
+#: quotes. CUDA-event medians (triton's ``do_bench``).
 SCALE_GPU: dict = {
     "command": "scripts/perf.py and perf2.py of the first GPU run (triton.testing.do_bench medians)",
     "date": "2026-11-27",
@@ -276,7 +279,7 @@ SCALE_GPU: dict = {
                 ["none", "CUDNN_ATTENTION", "679.1", "601.4", "351.5", "181.0"],
                 ["causal", "CUDNN_ATTENTION", "566.1", "558.2", "326.7", "174.3"],
             ]},
-        "causal_flag": {
+        "causal_flag_8192": {
             "title": "Causal attention, B = 4, H = 16, T = 8,192, head 128, bfloat16 (median ms)",
             "sizes": {"shape": [4, 16, 8192, 128], "dtype": "bfloat16"},
             "header": ["call", "ms"],
@@ -295,7 +298,7 @@ SCALE_GPU: dict = {
                 ["attn_mask tensor", "0.17 [0.17-0.18]"],
                 ["no mask (bidirectional)", "0.13 [0.12-0.13]"],
             ]},
-        "kv_cache": {
+        "kv_cache_eed01ee": {
             "title": ("One generation step, 12 CachedMultiHeadAttention layers of width 768 (12 "
                       "heads), batch 1 (median ms; the code of commit eed01ee, before the cached "
                       "step's overhead was cut)"),
