@@ -42,6 +42,8 @@ TEACHING: Dict[str, str] = {
     "fused.naive_causal_attention": "tests/test_core_usage.py::test_fused_path_equals_the_core",
     "fused.FusedMultiHeadAttention.forward": "tests/test_core_usage.py::test_fused_path_equals_the_core",
     "fused.direct_sdpa": "tests/test_core_usage.py::test_fused_path_equals_the_core",
+    # chapter 9's GPT trains and generates through the fused kernel when no weights are asked for
+    "gpt.causal_self_attention": "tests/test_gpt.py::test_fused_attention_equals_the_core",
 }
 
 
