@@ -33,6 +33,7 @@ cached against uncached generation at batch 1 and 16. Writes ``gpt_gpu_check.jso
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -134,7 +135,9 @@ def measure_generation(settings, vocab_size, device, batch_size=1, repeats=3, au
             if device.type == "cuda":
                 torch.cuda.synchronize()
             start = time.perf_counter()
-            with torch.autocast(device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
+            precision = (torch.autocast(device.type, dtype=autocast_dtype) if autocast_dtype is not None
+                         else contextlib.nullcontext())
+            with precision:
                 outputs[use_cache] = generate(model, prompt, new, temperature=0, use_cache=use_cache)
             if device.type == "cuda":
                 torch.cuda.synchronize()

@@ -18,6 +18,7 @@ and the activations' bytes depend on the device and its kernels, and are measure
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Dict, Optional
 
@@ -176,10 +177,10 @@ def saved_activation_bytes(model: nn.Module, idx: torch.Tensor, targets: torch.T
     was_training = model.training
     model.train()
     device_type = next(model.parameters()).device.type
+    precision = (contextlib.nullcontext() if autocast_dtype is None
+                 else torch.autocast(device_type, dtype=autocast_dtype))
     try:
-        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor), \
-                torch.autocast(device_type, dtype=autocast_dtype or torch.float32,
-                               enabled=autocast_dtype is not None):
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor), precision:
             _, loss = model(idx, targets)
         del loss
     finally:

@@ -353,7 +353,7 @@ def held_out_losses(model: nn.Module, ids: torch.Tensor, context_length: int, ma
     was_training = model.training
     model.eval()
     losses = []
-    with torch.autocast(device.type, enabled=False):  # the same yardstick for every precision
+    with _full_precision(device.type):  # the same yardstick for every precision
         for first in range(0, starts.numel(), batch_size):
             index = (starts[first:first + batch_size, None] + offsets).to(ids.device)
             windows = ids[index].to(device)  # (b, T + 1)
@@ -362,6 +362,14 @@ def held_out_losses(model: nn.Module, ids: torch.Tensor, context_length: int, ma
             losses.append(loss.mean(dim=1))
     model.train(was_training)
     return torch.cat(losses).cpu()
+
+
+def _full_precision(device_type: str):
+    """Autocast switched off (inside a mixed-precision region), where this PyTorch knows the device."""
+    try:
+        return torch.autocast(device_type, enabled=False)
+    except RuntimeError:  # a device type without autocast: nothing to switch off
+        return contextlib.nullcontext()
 
 
 def held_out_loss(model: nn.Module, ids: torch.Tensor, context_length: int, max_windows: Optional[int] = None,
