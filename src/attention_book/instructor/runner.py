@@ -39,7 +39,7 @@ from typing import Any, Callable, Dict, List, Optional
 from . import wire
 from .hidden import AnswerError, Session, answer_error
 from .sandbox import (INSIDE_KERNEL, IsolationError, Limits, Sandbox, SandboxProcess,
-                      kernel_env, open_inside)
+                      kernel_env, open_inside, sandbox_python)
 
 __all__ = ["RunOptions", "RunResult", "KernelSession", "run_notebook", "TIMEOUT_ENAME", "ReplyRefused",
            "TRIGGER", "HIDDEN_OUTPUTS_NOTE"]
@@ -135,7 +135,7 @@ class Kernel:
         for fd in (request_w, request_r, reply_r):
             os.set_blocking(fd, False)
             os.set_inheritable(fd, False)
-        command = [sys.executable, "-m", "ipykernel_launcher", "-f", f"{INSIDE_KERNEL}/kernel.json",
+        command = [sandbox_python(), "-m", "ipykernel_launcher", "-f", f"{INSIDE_KERNEL}/kernel.json",
                    "--HistoryManager.hist_file=:memory:"]
         inside_ip = f"{INSIDE_KERNEL}/k"
         if self.options.unsafe:
