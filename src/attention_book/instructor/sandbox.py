@@ -53,7 +53,7 @@ from . import seccomp
 from .sandbox_init import REPLY_FD, REQUEST_FD
 
 __all__ = ["Limits", "Sandbox", "SandboxProcess", "check_isolation", "IsolationError", "kernel_env", "Cgroup",
-           "UID_BASE", "sandbox_python", "INSIDE_HOME", "INSIDE_KERNEL", "REQUEST_FD", "REPLY_FD", "claim_uid",
+           "UID_BASE", "sandbox_python", "library_mb", "mapped_mb", "INSIDE_HOME", "INSIDE_KERNEL", "REQUEST_FD", "REPLY_FD", "claim_uid",
            "stray_processes"]
 
 ENV_ALLOW = ("LANG", "LC_ALL", "TZ", "TIKTOKEN_CACHE_DIR")
@@ -72,9 +72,43 @@ class IsolationError(RuntimeError):
     """The isolation tools are missing or not permitted here."""
 
 
+def mapped_mb() -> int:
+    """This process's address space in MiB (``VmSize``): what its libraries map and what it holds."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+_LIBRARY_MB: List[int] = []
+
+
+def library_mb() -> int:
+    """The address space that importing the grader's libraries maps, in MiB, measured once per
+    process (this process's ``VmSize`` once torch, ZeroMQ and Jupyter's client are imported).
+
+    It depends on the install, not on the notebook: PyTorch's default (CUDA) build maps about
+    3 GB of libraries on import even without a GPU (measured: VmSize 3062 MB after ``import
+    torch`` 2.14.1+cu130 on a machine without one, 624 MB with 2.13.0+cpu), so a fixed
+    address-space limit that suits one build makes the other fail before any student code runs.
+    Each limit below is this footprint plus the memory the notebook (or worker) may use."""
+    if not _LIBRARY_MB:
+        import jupyter_client.session  # noqa: F401 - what a worker and a kernel import
+        import torch  # noqa: F401
+        import zmq  # noqa: F401
+
+        _LIBRARY_MB.append(mapped_mb())
+    return _LIBRARY_MB[0]
+
+
 @dataclass
 class Limits:
-    memory_mb: int = 6144  # address space of each process (torch maps a lot; 6 GiB leaves room)
+    #: address space of each process beyond what importing the libraries maps (:func:`library_mb`)
+    memory_mb: int = 6144
     processes: int = 256  # processes (and threads) of the sandbox
     file_mb: int = 256  # largest file it may write
     cpu_seconds: int = 600  # CPU time of each process
@@ -445,7 +479,7 @@ class Sandbox:
             "size": limits.disk_mb * mb,
             "inodes": limits.disk_inodes,
             "connection": connection,
-            "rlimits": {"RLIMIT_AS": limits.memory_mb * mb, "RLIMIT_NPROC": limits.processes,
+            "rlimits": {"RLIMIT_AS": (limits.memory_mb + library_mb()) * mb, "RLIMIT_NPROC": limits.processes,
                         "RLIMIT_FSIZE": limits.file_mb * mb, "RLIMIT_CPU": limits.cpu_seconds,
                         "RLIMIT_NOFILE": limits.open_files, "RLIMIT_CORE": 0},
             "fds": list(fds),

@@ -5,8 +5,10 @@ Everything a submission sends (its notebook file, its kernel's messages and repl
 server (:func:`_zygote_main`) that has already imported torch and the grader's modules, so
 starting one takes milliseconds. A worker
 
-* caps its own address space (``RunOptions.worker_memory_mb``, soft limit: the sandbox it starts
-  sets its own) and dies with the server (``PR_SET_PDEATHSIG``), which dies with the grader;
+* caps its own address space at what it already maps (the server's libraries: torch's CUDA build
+  maps about 3 GB, its CPU build under 1 GB; measured when it starts, never assumed) plus
+  ``RunOptions.worker_memory_mb`` (a soft limit: the sandbox it starts sets its own) and dies with
+  the server (``PR_SET_PDEATHSIG``), which dies with the grader;
 * is killed by the grader at the submission's hard deadline (:func:`hard_deadline`: start-up +
   cells + hidden tests + ``GRACE_SECONDS``), whatever its kernel does; killing it kills its
   sandbox (bubblewrap dies with its parent) and the grader removes the sandbox's cgroup;
@@ -73,6 +75,9 @@ def _zygote_main(fd: int) -> None:
     import zmq  # noqa: F401
 
     from . import grade, hidden, references, runner  # noqa: F401
+    from .sandbox import library_mb
+
+    library_mb()  # measured once here: every worker and its sandboxes inherit the figure
     while True:
         try:
             header, fds, _, _ = socket.recv_fds(sock, _LENGTH.size, 1)
@@ -101,8 +106,10 @@ def _zygote_main(fd: int) -> None:
 
 def _worker(task: Dict[str, Any], out_fd: int) -> None:
     """In the worker: limit memory, grade, send the record back as JSON."""
+    from .sandbox import mapped_mb
+
     options: RunOptions = task["options"]
-    soft = options.worker_memory_mb * 1024 * 1024
+    soft = (mapped_mb() + options.worker_memory_mb) * 1024 * 1024  # what it maps already, plus its budget
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard == resource.RLIM_INFINITY or soft <= hard:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))  # soft only: the sandbox sets its own
