@@ -109,26 +109,33 @@ def _worker(task: Dict[str, Any], out_fd: int) -> None:
     from .sandbox import mapped_mb
 
     options: RunOptions = task["options"]
-    soft = (mapped_mb() + options.worker_memory_mb) * 1024 * 1024  # what it maps already, plus its budget
+    mapped = mapped_mb()
+    soft = (mapped + options.worker_memory_mb) * 1024 * 1024  # what it maps already, plus its budget
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard == resource.RLIM_INFINITY or soft <= hard:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))  # soft only: the sandbox sets its own
-    try:
+    try:  # before any of the notebook is read: a failure here is the grader's, never the notebook's
         from . import grade
         from .hidden import load_hidden_tests
         from .references import ReferenceCache
 
         tests = load_hidden_tests(Path(task["hidden_path"])) if task["hidden_path"] else {}
         cache = ReferenceCache.from_bytes(task["cache"])
-        record = grade.grade_submission(task["sub"], task["course"], task["chapter"], task["release_nb"],
-                                        task["labels"], tests, cache, options, task["executed"])
-        record["worker_peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-        data = json.dumps(record, default=str).encode("utf-8")
-    except MemoryError:
-        data = json.dumps({"worker_error": "memory", "worker_peak_mb": round(
-            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}).encode()
     except BaseException as err:  # noqa: BLE001 - reported to the grader, never raised there
+        tests = cache = None
         data = json.dumps({"worker_error": "crash", "detail": f"{type(err).__name__}: {err}"[:500]}).encode()
+    if cache is not None:
+        try:
+            record = grade.grade_submission(task["sub"], task["course"], task["chapter"], task["release_nb"],
+                                            task["labels"], tests, cache, options, task["executed"])
+            record["worker_peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+            record["worker_mapped_mb"] = mapped
+            data = json.dumps(record, default=str).encode("utf-8")
+        except MemoryError:  # what the notebook's replies took
+            data = json.dumps({"worker_error": "memory", "worker_peak_mb": round(
+                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}).encode()
+        except BaseException as err:  # noqa: BLE001 - reported to the grader, never raised there
+            data = json.dumps({"worker_error": "crash", "detail": f"{type(err).__name__}: {err}"[:500]}).encode()
     if len(data) > MAX_RESULT_BYTES:
         data = json.dumps({"worker_error": "crash", "detail": "the record is too large"}).encode()
     with os.fdopen(out_fd, "wb") as handle:
