@@ -31,9 +31,13 @@ def known(cls, values):
 options = grade.GradeOptions(**known(grade.GradeOptions, spec["options"]))
 options.limits = Limits(**known(Limits, spec["limits"]))
 started = time.monotonic()
-report = grade.grade_folder(Course.load(Path(spec["root"])), Path(spec["subs"]), Path(spec["out"]), options)
+course = Course.load(Path(spec["root"]), points_file=spec.get("points_file"))
+report = grade.grade_folder(course, Path(spec["subs"]), Path(spec["out"]), options)
+failed = getattr(report, "grader_errors", [])
 print("GRADER-REPORT " + json.dumps({"seconds": time.monotonic() - started,
-      "skipped_files": [[repr(n), w] for n, w in report.skipped_files], "graded": len(report.graded)}), flush=True)
+      "skipped_files": [[repr(n), w] for n, w in report.skipped_files], "graded": len(report.graded),
+      "grader_errors": [[repr(n), w] for n, w in failed]}), flush=True)
+sys.exit(4 if failed else 0)  # as `attention-book grade` does
 '''
 
 WRAP = r'''
@@ -78,12 +82,14 @@ sys.stdout.write(json.dumps({"code": code, "seconds": time.monotonic() - started
 
 
 def grade_in_process(root: Path, subs: Path, out: Path, options: dict, limits: dict, python: str = sys.executable,
-                     env: Optional[Dict[str, str]] = None, timeout: float = 1800, canary: str = "") -> dict:
+                     env: Optional[Dict[str, str]] = None, timeout: float = 1800, canary: str = "",
+                     points_file: Optional[Path] = None) -> dict:
     """Grade ``subs`` into ``out`` in a separate grader process; what happened, as a dict. With
     ``canary``, the grader runs in a new session keyring holding a key ``attention-book-canary``
     with that payload, and one is put in the user keyring for the run: ``result["keys"]`` then
     says, per keyring, the keys before and after the run (``before``/``after``: serials)."""
-    spec = json.dumps({"root": str(root), "subs": str(subs), "out": str(out), "options": options, "limits": limits})
+    spec = json.dumps({"root": str(root), "subs": str(subs), "out": str(out), "options": options, "limits": limits,
+                       "points_file": str(points_file) if points_file else None})
     command = [python, "-c", GRADE, spec]
     wrapper = subprocess.run([sys.executable, "-c", WRAP, json.dumps(command), str(timeout)] + ([canary] if canary else []),
                              capture_output=True, env=env, check=False)
