@@ -15,8 +15,8 @@ and their points. An old grader that hangs is stopped at the group's time limit.
 
 The groups of issue 29 (``ROUND3_GROUPS``; ``--groups round3`` runs them all): the keyring canary
 (the grader runs in a session keyring holding one, another is in the user keyring), the refused
-system calls, file names (a 117-byte and a 255-byte name, ``alice .ipynb`` beside ``alice.ipynb``,
-``'=alice.ipynb`` and a second run over the same folder), honest odd notebooks (byte-order mark,
+system calls, file names (a 117-byte and a 255-byte name, ``carol .ipynb`` beside ``carol.ipynb``,
+``'=carol.ipynb`` and a second run over the same folder), honest odd notebooks (byte-order mark,
 ``%%time``, ``%%capture``), regrading (a change of points; a notebook that timed out, under a
 longer limit), libraries as large as PyTorch's CUDA build (simulated: 4 GB of address space
 reserved at the grader's and its workers' start) and a grader that fails on every notebook (its
@@ -61,6 +61,12 @@ ROUND3_GROUPS = ["keyring", "syscalls", "names3", "odd", "regrade-points", "regr
                  "grader-failure"]
 OPTIONS = dict(chapter="03", jobs=1, quiet=False, timeout=90, tests_timeout=60, check_timeout=20)
 LIMITS = dict(processes=64, memory_mb=6144, disk_mb=256, total_memory_mb=2048)
+
+
+def grader_env(root: Path) -> dict:
+    """The graded copy's environment: its own package first (a PYTHONPATH naming this checkout's
+    src/ would make an earlier commit's grader run today's code)."""
+    return dict(os.environ, PYTHONPATH=str(Path(root) / "src"))
 
 
 def _printed(out: Path, student: str, marker: str):
@@ -130,7 +136,7 @@ def run_group(name, attacks, limit, root: Path, python: str, work: Path) -> list
     (subs / "zz-solution.ipynb").write_text(json.dumps(source))
     before = snapshot(watched)
     temp_before = {p.name for p in Path(tempfile.gettempdir()).iterdir()}
-    env = dict(os.environ)
+    env = grader_env(root)
     started = time.monotonic()
     result = grade_in_process(root, subs, base / "out", options, LIMITS, python=python, env=env, timeout=limit)
     seconds = time.monotonic() - started
@@ -219,7 +225,7 @@ def run_round3(name: str, root: Path, python: str, work: Path) -> list:
     shutil.rmtree(base, ignore_errors=True)
     subs, out = base / "subs", base / "out"
     subs.mkdir(parents=True)
-    options, env, canary, checks, attack = dict(OPTIONS), dict(os.environ), "", {}, name
+    options, env, canary, checks, attack = dict(OPTIONS), grader_env(root), "", {}, name
     runs = []
 
     def grade(**extra):
@@ -250,13 +256,13 @@ def run_round3(name: str, root: Path, python: str, work: Path) -> list:
             checks["calls not refused (EPERM)"] = sorted(line.split()[1] for line in lines if line.split()[2] != "EPERM")
     elif name == "names3":
         for file_name in NAMES3:
-            _write(subs, file_name, release if file_name == "alice .ipynb" else source)
+            _write(subs, file_name, release if file_name == "carol .ipynb" else source)
         result = grade()
         rows = _rows(out)
         checks["first run"] = "completed" if result["code"] == 0 and rows else "failed"
         checks["long name's points"] = _total(rows, LONG_NAME[:-6])
         checks["255-byte name's points"] = _total(rows, NAMES3[-1][:-6])
-        checks["'alice ' (release) / 'alice' (solution)"] = [_total(rows, "alice "), _total(rows, "alice")]
+        checks["'carol ' (release) / 'carol' (solution)"] = [_total(rows, "carol "), _total(rows, "carol")]
         second = grade()
         checks["second run"] = "completed" if second["code"] == 0 else "refused"
         result = second

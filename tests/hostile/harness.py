@@ -55,6 +55,8 @@ if canary:  # the grader runs in a session keyring of its own holding a canary, 
         size = keyctl(ctypes.c_long(11), ctypes.c_long(spec), buffer, ctypes.c_long(4096))
         return sorted(int.from_bytes(buffer.raw[i:i + 4], "little") for i in range(0, max(size, 0), 4))
     assert keyctl(ctypes.c_long(1), None) > 0, "join a new session keyring"
+    # as a login's pam_keyinit does: the user keyring linked into the session one (its keys are then possessed)
+    assert keyctl(ctypes.c_long(8), ctypes.c_long(-4), ctypes.c_long(-3)) == 0, "link the user keyring"
     payload = canary.encode()
     for spec, where in ((-3, "session"), (-4, "user")):
         serial = libc.syscall(ctypes.c_long(nr[1]), b"user", b"attention-book-canary", payload,
@@ -85,8 +87,9 @@ def grade_in_process(root: Path, subs: Path, out: Path, options: dict, limits: d
                      env: Optional[Dict[str, str]] = None, timeout: float = 1800, canary: str = "",
                      points_file: Optional[Path] = None) -> dict:
     """Grade ``subs`` into ``out`` in a separate grader process; what happened, as a dict. With
-    ``canary``, the grader runs in a new session keyring holding a key ``attention-book-canary``
-    with that payload, and one is put in the user keyring for the run: ``result["keys"]`` then
+    ``canary``, the grader runs in a new session keyring (the user keyring linked into it, as a
+    login's ``pam_keyinit`` does) holding a key ``attention-book-canary`` with that payload, and one
+    is put in the user keyring for the run: ``result["keys"]`` then
     says, per keyring, the keys before and after the run (``before``/``after``: serials)."""
     spec = json.dumps({"root": str(root), "subs": str(subs), "out": str(out), "options": options, "limits": limits,
                        "points_file": str(points_file) if points_file else None})

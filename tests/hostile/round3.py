@@ -136,10 +136,11 @@ ROUND3: Dict[str, Attack] = {
 }
 
 #: honest file names: an ordinary LMS download of 117 bytes (ENAMETOOLONG before issue 29), a
-#: trailing space (a different student from "alice"), a leading quote-and-equals (the next run
-#: refused it as "unknown student '=alice'"), one of 255 bytes (the most a file system allows)
+#: trailing space (a different student from "carol"), a leading quote-and-equals (the issue's
+#: "'=alice.ipynb": the next run refused it as "unknown student '=alice'"), one of 255 bytes (the
+#: most a file system allows)
 LONG_NAME = "Глава 3 Softmax и масштабирование - Иванова Александра Сергеевна.ipynb"
-NAMES3 = [LONG_NAME, "alice .ipynb", "alice.ipynb", "'=alice.ipynb", "ж" * 124 + "a.ipynb"]
+NAMES3 = [LONG_NAME, "carol .ipynb", "carol.ipynb", "'=carol.ipynb", "ж" * 124 + "a.ipynb"]
 
 #: a module imported at start by the grader and its workers (through PYTHONPATH) that reserves
 #: address space the way PyTorch's CUDA build does on a machine without a GPU (measured: VmSize
