@@ -107,7 +107,8 @@ def graded(tmp_path_factory):
     subs = base / "submissions"
     subs.mkdir()
     coding = [ex.label for ex in chapter.exercises if ex.answer_cells and course.points_for(ex.label) > 0]
-    context = {"watched": str(watched), "hold_seconds": HOLD_SECONDS}
+    canary_name = f"attention-book-canary-{os.getpid()}-{time.time_ns()}"  # runs as one user share its keyring
+    context = {"watched": str(watched), "hold_seconds": HOLD_SECONDS, "canary_name": canary_name}
     # the process hog sorts first; the honest notebooks after it are graded while it holds its slots
     _write(subs, "00-hog.ipynb", ROUND2["process-hog"].build(source=source, release=release, chapter=chapter,
                                                               other=other, context=context))
@@ -152,7 +153,7 @@ def graded(tmp_path_factory):
     before = {"sandbox": set(stray_processes()), "watched": snapshot(watched),
               "instructor": snapshot(ROOT / "instructor"), "subs": snapshot(subs)}
     env = dict(os.environ, H2_GRADER_SECRET=SECRET_ENV, HOME=str(home), TMPDIR=str(temp))
-    result = grade_in_process(ROOT, subs, out, OPTIONS, LIMITS, env=env, canary=CANARY)
+    result = grade_in_process(ROOT, subs, out, OPTIONS, LIMITS, env=env, canary=CANARY, canary_name=canary_name)
     assert result["code"] == 0, result["stderr"][-3000:]
     csv_before = (out / "grades.csv").read_bytes()
     time.sleep(5)  # the detached forger of the "detach" attack would strike after 3 s

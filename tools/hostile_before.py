@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from hostile.attacks import solved_subset  # noqa: E402
 from hostile.harness import grade_in_process, snapshot  # noqa: E402
 from hostile.round2 import NAMES, ROUND2, _with_added_cell  # noqa: E402
-from hostile.round3 import CANARY, CUDA_FOOTPRINT, LONG_NAME, NAMES3, ROUND3, SYSCALLS, with_bom  # noqa: E402
+from hostile.round3 import CANARY, CUDA_FOOTPRINT, LONG_NAME, NAMES3, ROUND3, with_bom  # noqa: E402
 
 GROUPS = [  # (group, attacks, time limit of the whole grading run in seconds)
     ("files", ["plant-links", "fill-disk"], 400),
@@ -57,7 +57,7 @@ GROUPS = [  # (group, attacks, time limit of the whole grading run in seconds)
     ("leaks", ["leak-inputs", "leak-code", "leak-paths"], 400),
     ("names", ["names"], 300),
 ]
-ROUND3_GROUPS = ["keyring", "syscalls", "names3", "odd", "regrade-points", "regrade-timeout", "cuda",
+ROUND3_GROUPS = ["keyring", "syscalls", "names-long", "names-quote", "odd", "regrade-points", "regrade-timeout", "cuda",
                  "grader-failure"]
 OPTIONS = dict(chapter="03", jobs=1, quiet=False, timeout=90, tests_timeout=60, check_timeout=20)
 LIMITS = dict(processes=64, memory_mb=6144, disk_mb=256, total_memory_mb=2048)
@@ -238,9 +238,11 @@ def run_round3(name: str, root: Path, python: str, work: Path) -> list:
 
     _write(subs, "zz-solution.ipynb", source)
     if name in ("keyring", "syscalls"):
-        _write(subs, f"{name}.ipynb", ROUND3[name].build(source=source, release=release, chapter=chapter, other=None))
+        canary_name = f"attention-book-canary-{os.getpid()}-{time.time_ns()}"
+        _write(subs, f"{name}.ipynb", ROUND3[name].build(source=source, release=release, chapter=chapter, other=None,
+                                                        context={"canary_name": canary_name}))
         canary = CANARY if name == "keyring" else ""
-        result = grade()
+        result = grade(canary_name=canary_name) if canary else grade()
         rows = _rows(out)
         checks["attack's points"] = _total(rows, name)
         if name == "keyring":
@@ -254,14 +256,20 @@ def run_round3(name: str, root: Path, python: str, work: Path) -> list:
         else:
             lines = _executed_lines(out, "syscalls", "SYSCALL")
             checks["calls not refused (EPERM)"] = sorted(line.split()[1] for line in lines if line.split()[2] != "EPERM")
-    elif name == "names3":
-        for file_name in NAMES3:
+    elif name == "names-long":
+        for file_name in (LONG_NAME, NAMES3[-1]):
+            _write(subs, file_name, source)
+        result = grade()
+        rows = _rows(out)
+        checks["run"] = "completed" if result["code"] == 0 and rows else "failed"
+        checks["117-byte name's points"] = _total(rows, LONG_NAME[:-6])
+        checks["255-byte name's points"] = _total(rows, NAMES3[-1][:-6])
+    elif name == "names-quote":
+        for file_name in ("carol .ipynb", "carol.ipynb", "'=carol.ipynb"):
             _write(subs, file_name, release if file_name == "carol .ipynb" else source)
         result = grade()
         rows = _rows(out)
         checks["first run"] = "completed" if result["code"] == 0 and rows else "failed"
-        checks["long name's points"] = _total(rows, LONG_NAME[:-6])
-        checks["255-byte name's points"] = _total(rows, NAMES3[-1][:-6])
         checks["'carol ' (release) / 'carol' (solution)"] = [_total(rows, "carol "), _total(rows, "carol")]
         second = grade()
         checks["second run"] = "completed" if second["code"] == 0 else "refused"

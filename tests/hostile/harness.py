@@ -43,6 +43,7 @@ sys.exit(4 if failed else 0)  # as `attention-book grade` does
 WRAP = r'''
 import ctypes, os, resource, subprocess, sys, time, json
 canary = sys.argv[3] if len(sys.argv) > 3 else ""
+canary_name = (sys.argv[4] if len(sys.argv) > 4 else "attention-book-canary").encode()
 keys = {}
 if canary:  # the grader runs in a session keyring of its own holding a canary, and one is in the user keyring
     libc = ctypes.CDLL(None, use_errno=True)
@@ -59,7 +60,7 @@ if canary:  # the grader runs in a session keyring of its own holding a canary, 
     assert keyctl(ctypes.c_long(8), ctypes.c_long(-4), ctypes.c_long(-3)) == 0, "link the user keyring"
     payload = canary.encode()
     for spec, where in ((-3, "session"), (-4, "user")):
-        serial = libc.syscall(ctypes.c_long(nr[1]), b"user", b"attention-book-canary", payload,
+        serial = libc.syscall(ctypes.c_long(nr[1]), b"user", canary_name, payload,
                               ctypes.c_long(len(payload)), ctypes.c_long(spec))
         assert serial > 0, f"add the canary to the {where} keyring"
         keys[where] = {"canary": serial, "before": contents(spec)}
@@ -85,16 +86,18 @@ sys.stdout.write(json.dumps({"code": code, "seconds": time.monotonic() - started
 
 def grade_in_process(root: Path, subs: Path, out: Path, options: dict, limits: dict, python: str = sys.executable,
                      env: Optional[Dict[str, str]] = None, timeout: float = 1800, canary: str = "",
-                     points_file: Optional[Path] = None) -> dict:
+                     points_file: Optional[Path] = None, canary_name: str = "attention-book-canary") -> dict:
     """Grade ``subs`` into ``out`` in a separate grader process; what happened, as a dict. With
     ``canary``, the grader runs in a new session keyring (the user keyring linked into it, as a
-    login's ``pam_keyinit`` does) holding a key ``attention-book-canary`` with that payload, and one
-    is put in the user keyring for the run: ``result["keys"]`` then
+    login's ``pam_keyinit`` does) holding a key ``canary_name`` with that payload, and one is put
+    in the user keyring for the run (a name of its own: other runs as the same user share that
+    keyring): ``result["keys"]`` then
     says, per keyring, the keys before and after the run (``before``/``after``: serials)."""
     spec = json.dumps({"root": str(root), "subs": str(subs), "out": str(out), "options": options, "limits": limits,
                        "points_file": str(points_file) if points_file else None})
     command = [python, "-c", GRADE, spec]
-    wrapper = subprocess.run([sys.executable, "-c", WRAP, json.dumps(command), str(timeout)] + ([canary] if canary else []),
+    extra = [canary, canary_name] if canary else []
+    wrapper = subprocess.run([sys.executable, "-c", WRAP, json.dumps(command), str(timeout)] + extra,
                              capture_output=True, env=env, check=False)
     try:
         result = json.loads(wrapper.stdout.decode("utf-8"))

@@ -50,18 +50,18 @@ for _ring, _spec in (("session", -3), ("user", -4), ("user-session", -5)):
         _serial = int.from_bytes(_data[_i:_i + 4], "little")
         _g, _e, _payload = _read(_serial)
         print("KEYRING-LEAK" if b"SECRET-H3" in _payload else "KEYRING key", _serial, _e, _payload[:80])
-    _found, _err = _call("keyctl", ctypes.c_long(10), ctypes.c_long(_spec), b"user", b"attention-book-canary",
+    _found, _err = _call("keyctl", ctypes.c_long(10), ctypes.c_long(_spec), b"user", {name!r},
                          ctypes.c_long(0))  # KEYCTL_SEARCH
     print("KEYRING search", _ring, _err)
     if _found > 0:
         print("KEYRING-LEAK" if b"SECRET-H3" in _read(_found)[2] else "KEYRING found", _found, _read(_found)[2][:80])
     _got, _err = _call("add_key", b"user", b"planted-by-student", b"x" * 8, ctypes.c_long(8), ctypes.c_long(_spec))
     print("KEYRING add_key", _ring, _err)
-_got, _err = _call("request_key", b"user", b"attention-book-canary", None, ctypes.c_long(0))
+_got, _err = _call("request_key", b"user", {name!r}, None, ctypes.c_long(0))
 print("KEYRING request_key", _err)
 try:
     _keys = open("/proc/keys").read()
-    print("KEYRING-LEAK /proc/keys" if "attention-book-canary" in _keys else "KEYRING /proc/keys readable",
+    print("KEYRING-LEAK /proc/keys" if {name!r}.decode() in _keys else "KEYRING /proc/keys readable",
           len(_keys.splitlines()))
 except OSError as _e:
     print("KEYRING /proc/keys", type(_e).__name__)
@@ -99,8 +99,10 @@ for _entry in {calls!r}:
 
 
 def _keyring(source, release, chapter, other, context=None):
-    """The solution, with a cell that reads and plants kernel keys before the exercises."""
-    return _with_added_cell(source, KEYRING)
+    """The solution, with a cell that reads and plants kernel keys before the exercises (it reads
+    every key of the keyrings it reaches, and searches for the canary's name, ``context["canary_name"]``)."""
+    name = (context or {}).get("canary_name", "attention-book-canary").encode()
+    return _with_added_cell(source, KEYRING.replace("{name!r}", repr(name)))
 
 
 def _syscalls(source, release, chapter, other, context=None):
