@@ -55,10 +55,9 @@ from .planning import Plan, PlanRefused, plan_submission
 from .reference_cache import cache_key, load_reference_cache, save_reference_cache
 from .references import ReferenceCache, compute_references, run_tests
 from .report import CSV_COLUMNS, atomic_write, plain_title, read_grades, write_if_changed, write_outputs
-from .runner import HIDDEN_OUTPUTS_NOTE, RunOptions, run_notebook
+from .runner import COULD_NOT_RUN, HIDDEN_OUTPUTS_NOTE, RunOptions, run_notebook
 from .sandbox import IsolationError, Limits, check_isolation, memory_isolation_warning
 from .scoring import score_exercise
-from .runner import COULD_NOT_RUN
 from .submissions import (Submission, display_name, file_name_part, list_submissions, matches_student, pick_chapter,
                           read_notebook, recognise_chapter, record_name, redact_paths)
 
