@@ -461,9 +461,12 @@ def test_keyrings_of_the_grader_are_out_of_reach(graded):
         assert f"KEYRING {call} EPERM" in text, (call, text)
     assert "KEYRING /proc/keys readable" not in text, text
     keys = graded["result"]["keys"]
-    for ring in ("session", "user"):  # nothing was added to the grader's keyrings; the canaries are still there
-        assert keys[ring]["after"] == keys[ring]["before"], (ring, keys[ring])
-        assert keys[ring]["canary"] in keys[ring]["after"] and keys[ring]["still_readable_here"]
+    # the grader's own session keyring is exactly as it was; the user keyring (shared with every
+    # process of this user: other runs may add their canaries) holds no key the notebook planted
+    assert keys["session"]["after"] == keys["session"]["before"], keys["session"]
+    for ring in ("session", "user"):
+        assert keys[ring]["canary"] in keys[ring]["after"] and keys[ring]["still_readable_here"], (ring, keys[ring])
+        assert not [d for d in keys[ring]["described_after"] if "planted-by-student" in d], keys[ring]
     assert all(points == top for points, top, _ in _points(graded, "r3-keyring").values())
 
 

@@ -251,8 +251,8 @@ def run_round3(name: str, root: Path, python: str, work: Path) -> list:
             checks["keyring calls not refused"] = sum(1 for line in lines if "EPERM" not in line
                                                       and "/proc/keys" not in line)
             keys = result.get("keys") or {}
-            checks["keys added to the grader's keyrings"] = sum(
-                len(set(k.get("after", [])) - set(k.get("before", []))) for k in keys.values())
+            checks["keys the notebook planted in the grader's keyrings"] = sum(
+                1 for k in keys.values() for d in k.get("described_after", []) if "planted-by-student" in d)
         else:
             lines = _executed_lines(out, "syscalls", "SYSCALL")
             checks["calls not refused (EPERM)"] = sorted(line.split()[1] for line in lines if line.split()[2] != "EPERM")

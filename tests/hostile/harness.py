@@ -71,8 +71,13 @@ try:
 except subprocess.TimeoutExpired as exc:
     code, out, err = "timeout", exc.stdout or b"", exc.stderr or b""
 if canary:
+    def describe(serial):  # "type;uid;gid;perm;description" (KEYCTL_DESCRIBE)
+        buffer = ctypes.create_string_buffer(4096)
+        size = keyctl(ctypes.c_long(6), ctypes.c_long(serial), buffer, ctypes.c_long(4096))
+        return buffer.raw[:max(size - 1, 0)].decode("utf-8", "replace")
     for spec, where in ((-3, "session"), (-4, "user")):
         keys[where]["after"] = contents(spec)
+        keys[where]["described_after"] = [describe(serial) for serial in keys[where]["after"]]
         buffer = ctypes.create_string_buffer(4096)
         size = keyctl(ctypes.c_long(11), ctypes.c_long(keys[where]["canary"]), buffer, ctypes.c_long(4096))
         keys[where]["still_readable_here"] = buffer.raw[:max(size, 0)].decode() == canary
