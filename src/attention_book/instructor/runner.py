@@ -53,6 +53,9 @@ TRIGGER = "__import__('attention_book.instructor.kernel_side', fromlist=['serve'
 START_SECONDS = 90.0  # starting the kernel (not counted in the notebook's time)
 INTERRUPT_GRACE = 5.0
 COULD_NOT_RUN = "the autograder could not run the notebook"  # a stop that is the grader's failure
+#: whether this process has started a kernel yet (a worker grades one notebook): before that, nothing
+#: the notebook's code sent has been read, so a failure is the grader's own
+KERNEL_STARTED = [False]
 HIDDEN_OUTPUTS_NOTE = ("[autograder: this cell ran after the hidden tests had started; its outputs are not kept "
                        "in the executed copy, since they could show the tests' inputs]\n")
 
@@ -597,6 +600,7 @@ def run_notebook(cells: List[dict], points: Dict[int, List[str]], on_point: Call
     limit_text = f"the notebook ran past its time limit ({options.timeout:g} s)"
     try:
         kernel.start(time.monotonic() + START_SECONDS)
+        KERNEL_STARTED[0] = True
         session = KernelSession(kernel, options)
         deadline = time.monotonic() + options.timeout
         for index, cell in enumerate(cells):

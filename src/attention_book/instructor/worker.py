@@ -131,9 +131,14 @@ def _worker(task: Dict[str, Any], out_fd: int) -> None:
             record["worker_peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
             record["worker_mapped_mb"] = mapped
             data = json.dumps(record, default=str).encode("utf-8")
-        except MemoryError:  # what the notebook's replies took
-            data = json.dumps({"worker_error": "memory", "worker_peak_mb": round(
-                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}).encode()
+        except MemoryError:  # what the notebook's outputs and replies took, once its kernel runs
+            from .runner import KERNEL_STARTED
+
+            peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+            data = json.dumps({"worker_error": "memory", "worker_peak_mb": peak} if KERNEL_STARTED[0] else
+                              {"worker_error": "crash", "detail": f"MemoryError before the notebook's kernel "
+                                                                  f"started (the worker's limit is too small: "
+                                                                  f"{options.worker_memory_mb} MB)"}).encode()
         except BaseException as err:  # noqa: BLE001 - reported to the grader, never raised there
             data = json.dumps({"worker_error": "crash", "detail": f"{type(err).__name__}: {err}"[:500]}).encode()
     if len(data) > MAX_RESULT_BYTES:
