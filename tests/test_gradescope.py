@@ -51,9 +51,10 @@ def unpack(bundle: Path, root: Path) -> Path:
 
 
 def environment(root: Path) -> dict:
-    env = dict(os.environ, AUTOGRADER_ROOT=str(root), AUTOGRADER_PYTHON=sys.executable)
-    env.pop("PYTHONPATH", None)
-    return env
+    """run_autograder's environment: the bundle's own copy of the package first (what setup.sh
+    installs on Gradescope), whatever this checkout's virtual environment links to."""
+    return dict(os.environ, AUTOGRADER_ROOT=str(root), AUTOGRADER_PYTHON=sys.executable,
+                PYTHONPATH=str(root / "source" / "course" / "src"))
 
 
 def prepare(root: Path) -> str:

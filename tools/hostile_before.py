@@ -19,8 +19,8 @@ system calls, file names (a 117-byte and a 255-byte name, ``carol .ipynb`` besid
 ``'=carol.ipynb`` and a second run over the same folder), honest odd notebooks (byte-order mark,
 ``%%time``, ``%%capture``), regrading (a change of points; a notebook that timed out, under a
 longer limit), libraries as large as PyTorch's CUDA build (simulated: 4 GB of address space
-reserved at the grader's and its workers' start) and a grader that fails on every notebook (its
-workers get no memory beyond what they map).
+reserved at the grader's and its workers' start) and a grader that fails on a notebook (its kernel
+cannot start under the limits it was given: not the student's doing).
 """
 
 from __future__ import annotations
@@ -230,8 +230,9 @@ def run_round3(name: str, root: Path, python: str, work: Path) -> list:
 
     def grade(**extra):
         started = time.monotonic()
-        result = grade_in_process(root, subs, out, dict(options, **extra.pop("options", {})), LIMITS, python=python,
-                                  env=env, timeout=900, canary=canary, **extra)
+        result = grade_in_process(root, subs, out, dict(options, **extra.pop("options", {})),
+                                  extra.pop("limits", LIMITS), python=python, env=env, timeout=900, canary=canary,
+                                  **extra)
         result["wall"] = round(time.monotonic() - started, 1)
         runs.append(result)
         return result
@@ -308,9 +309,10 @@ def run_round3(name: str, root: Path, python: str, work: Path) -> list:
             [str(simulation)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]))
         result = grade()
         checks["release's points"] = _total(_rows(out), "release")
-    elif name == "grader-failure":
+    elif name == "grader-failure":  # alice's kernel cannot start (a limit it cannot start under): not her doing
+        grade()  # the solution graded, the reference values cached
         _write(subs, "alice.ipynb", source)
-        result = grade(options={"worker_memory_mb": 0})
+        result = grade(limits=dict(LIMITS, memory_mb=-100000))
         rows = _rows(out)
         checks["0 written as a grade"] = [s for s in ("alice", "zz-solution") if _total(rows, s) == 0]
         gradebook = out / "gradebook.csv"
