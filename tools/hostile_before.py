@@ -312,7 +312,7 @@ def run_round3(name: str, root: Path, python: str, work: Path) -> list:
     elif name == "grader-failure":  # alice's kernel cannot start (a limit it cannot start under): not her doing
         grade()  # the solution graded, the reference values cached
         _write(subs, "alice.ipynb", source)
-        result = grade(limits=dict(LIMITS, memory_mb=-100000))
+        result = grade(limits=dict(LIMITS, disk_inodes=1))  # its folders cannot be made: the kernel never starts
         rows = _rows(out)
         checks["0 written as a grade"] = [s for s in ("alice", "zz-solution") if _total(rows, s) == 0]
         gradebook = out / "gradebook.csv"
