@@ -314,7 +314,8 @@ def run_round3(name: str, root: Path, python: str, work: Path) -> list:
         _write(subs, "alice.ipynb", source)
         result = grade(limits=dict(LIMITS, disk_inodes=1))  # its folders cannot be made: the kernel never starts
         rows = _rows(out)
-        checks["0 written as a grade"] = [s for s in ("alice", "zz-solution") if _total(rows, s) == 0]
+        checks["rows in grades.csv with 0 points"] = [s for s in ("alice", "zz-solution") if _total(rows, s) == 0
+                                                      and any(r[0] == s for r in rows or [])]
         gradebook = out / "gradebook.csv"
         checks["in gradebook.csv"] = [s for s in ("alice", "zz-solution") if gradebook.is_file()
                                       and f"\n{s}," in gradebook.read_text()]
