@@ -193,6 +193,11 @@ def test_read_safetensors_matches_the_safetensors_package(tmp_path):
         assert torch.equal(read[key], tensors[key]) and read[key].dtype == tensors[key].dtype
 
 
+#: seconds an offline from_pretrained may take before it counts as hanging (a retry loop or a
+#: download waiting for the network takes minutes; a busy 2-core machine stretches seconds)
+OFFLINE_BOUND = 120
+
+
 @pytest.mark.parametrize("hide_transformers", [False, True])
 def test_from_pretrained_fails_fast_and_clearly_offline(monkeypatch, hide_transformers):
     """No internet here: a RuntimeError naming what to do, within seconds, both download paths."""
@@ -207,7 +212,9 @@ def test_from_pretrained_fails_fast_and_clearly_offline(monkeypatch, hide_transf
         message = str(error)
     else:
         pytest.skip("the Hugging Face hub is reachable from here: nothing offline to test")
-    assert time.perf_counter() - start < 20
+    # a bound for a hang (retries without end), not a speed test: one 5 s attempt plus imports takes
+    # seconds on a quiet machine; OFFLINE_BOUND leaves room for a busy one
+    assert time.perf_counter() - start < OFFLINE_BOUND
     assert "GPT.from_gpt2_state_dict" in message and "internet" in message
 
 
@@ -222,7 +229,7 @@ def test_from_pretrained_respects_hf_hub_offline(monkeypatch, tmp_path, hide_tra
     start = time.perf_counter()
     with pytest.raises(RuntimeError, match="HF_HUB_OFFLINE is set"):
         GPT.from_pretrained("gpt2")
-    assert time.perf_counter() - start < 20  # importing transformers takes a few seconds
+    assert time.perf_counter() - start < OFFLINE_BOUND  # no request: only imports (seconds on a quiet machine)
 
 
 def test_from_pretrained_reads_a_cached_checkpoint_without_network(monkeypatch, tmp_path):

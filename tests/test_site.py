@@ -88,7 +88,7 @@ def test_chapter_launch_buttons_and_hidden_solutions(name, open_page):
     body = first.locator(".admonition-title ~ *").first
     assert not body.is_visible(), "solutions must be hidden until clicked"
     first.locator("button.toggle-button").click()
-    body.wait_for(state="visible", timeout=3000)
+    body.wait_for(state="visible")
     assert page.console_errors == [], page.console_errors
 
 
