@@ -25,8 +25,8 @@ and the prose must hold for all of them. Per notebook:
    reason it holds on every machine in ``"attention_book": {"exact_claims": {"phrase": "why"}}``
    (e.g. "exactly 0": exp(-inf) is 0 in IEEE arithmetic).
 
-Figure captions (a code cell's ``mystnb.figure.caption``) are prose of that cell: its own output
-counts as "above". The book pages (``book/*.md``) print nothing, so a machine-dependent word there
+Figure captions and alt texts (a code cell's ``mystnb`` metadata) are prose of that cell: its own
+output counts as "above". The book pages (``book/*.md``) print nothing, so a machine-dependent word there
 must be in :data:`PAGE_CLAIMS`.
 
 Executing a chapter is the slow part, so the executed copy is kept in ``_build/executed`` with the
@@ -70,7 +70,7 @@ MACHINE_WORDS = re.compile(
     r"|\bfaster\b|\bslower\b|\bquicker\b|\bspeed-?ups?\b|\btimes as (?:fast|slow)\b"
     # counts of results: "two of the 21", "7 of 8", "6/6" (not a fraction in a formula, "1/8 = 0.125")
     rf"|\b(?:\d[\d,]*|{COUNT_WORDS}) (?:out )?of (?:the |its |these |those |our )?(?:\d[\d,]*|{NUMBER_WORDS})\b"
-    r"|(?<![\w.=/-])\d+/\d+(?![\w/])(?!\s*=)"
+    r"|(?<![\w.=/-])(?!1/)\d+/\d+(?![\w/])(?!\s*=)"  # 1/8: a fraction (uniform weights), not a count
     # a time: "75 s", "5.90 ms" (not "GPT-2s")
     r"|(?<![\w.-])\d[\d,]*(?:\.\d+)?(?: ?(?:ms|µs|ns)| (?:s|seconds?|minutes?))\b",
     re.I)
@@ -181,20 +181,24 @@ def glued(cell) -> List[str]:
             if output.get("output_type") == "display_data" and "scrapbook" in output.get("metadata", {})]
 
 
-def caption(cell) -> str:
-    return (cell.get("metadata", {}).get("mystnb", {}).get("figure", {}) or {}).get("caption", "") or ""
+def figure_texts(cell) -> List[Tuple[str, str]]:
+    """``(what, text)`` of a drawing cell's figure caption and alt text (both read by readers)."""
+    mystnb = cell.get("metadata", {}).get("mystnb", {})
+    texts = [("caption", (mystnb.get("figure") or {}).get("caption")), ("alt text", (mystnb.get("image") or {}).get("alt"))]
+    return [(what, text) for what, text in texts if text]
 
 
 def prose_cells(notebook) -> Iterator[Tuple[int, str, str, list]]:
-    """``(index, where, markdown, code cells above)`` for every markdown cell and figure caption."""
+    """``(index, where, markdown, code cells above)`` for every markdown cell, figure caption and
+    alt text (a figure's texts see the output of their own cell too)."""
     code_above: list = []
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type == "markdown":
             yield index, f"markdown cell {index}", cell.source, list(code_above)
         elif cell.cell_type == "code":
             code_above.append(cell)
-            if caption(cell):
-                yield index, f"the caption of cell {index}", caption(cell), list(code_above)
+            for what, text in figure_texts(cell):
+                yield index, f"the {what} of cell {index}", text, list(code_above)
 
 
 def settings(notebook) -> dict:
@@ -218,7 +222,8 @@ def typed_number_problems(notebook) -> List[str]:
     entries = quoted_numbers(notebook)
     for entry in sorted(set(e for e in entries if entries.count(e) > 1)):
         found.append(f"{entry!r} is listed twice")
-    prose = list(prose_cells(notebook))
+    # a figure's alt text describes what the figure shows, which no stdout prints: not a first quote
+    prose = [item for item in prose_cells(notebook) if not item[1].startswith("the alt text")]
     for entry in entries:
         if not isinstance(entry, str) or not entry.strip():
             found.append(f"{entry!r}: entries must be non-empty strings, as the prose writes them")
@@ -253,7 +258,7 @@ def untyped_number_problems(notebook) -> List[str]:
     """Rule 2: a decimal the run printed above, typed into the prose, is listed, glued or a
     reference quote."""
     found = []
-    listed = set(quoted_numbers(notebook))
+    listed = quoted_numbers(notebook)
     for index, where, text, above in prose_cells(notebook):
         output = "\n".join(printed(cell) for cell in above)
         code = "\n".join(cell.source for cell in above)
@@ -262,8 +267,8 @@ def untyped_number_problems(notebook) -> List[str]:
                 continue
             for signed in NUMBER.findall(plain(sentence)):
                 number = signed.lstrip("+-−")
-                if (_is_decimal(number) and not {signed, number} & listed and occurs(number, output)
-                        and not occurs(number, code)):  # a literal of the code is an input
+                if (_is_decimal(number) and not any(occurs(signed, e) or occurs(number, e) for e in listed)
+                        and occurs(number, output) and not occurs(number, code)):  # a code literal: an input
                     found.append(f"{where} types {number!r}, a number the run printed above: glue it "
                                  "(attention_book.glue), refer to it without its value, or, if it is "
                                  "the same on every machine, list it in quoted_numbers")
