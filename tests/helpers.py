@@ -11,6 +11,22 @@ BUILD = ROOT / "_build"
 #: executed chapters, each with the fingerprint of its run (tests/test_quoted_numbers.py reads them)
 EXECUTED = BUILD / "executed"
 
+#: Chapters that another branch brings under CONTRIBUTING's "Numbers" rule (issue 27: the gpu9 and
+#: gpu10 engineers convert chapters 9 and 10). Their checks in tests/test_quoted_numbers.py and
+#: tests/test_site_numbers.py are expected to fail until then; strictly, so that a pending chapter
+#: that passes fails: delete its entry when its branch is merged.
+NUMBERS_RULE_PENDING = {"09_gpt": "issue 27, gpu9: chapter 9's prose and timings",
+                        "10_attention_at_scale": "issue 27, gpu10: chapter 10's prose and timings"}
+
+
+def numbers_rule_params(paths) -> list:
+    """``paths`` as pytest params, the pending chapters marked as strict expected failures."""
+    import pytest
+
+    return [pytest.param(path, id=path.stem, marks=[pytest.mark.xfail(strict=True, reason=NUMBERS_RULE_PENDING[path.stem])]
+                         if path.stem in NUMBERS_RULE_PENDING else []) for path in paths]
+
+
 # Bounds of the tests' waits, in seconds. Every wait ends as soon as its condition holds (a cell
 # finished, a kernel answered, a server listens); the bound only turns a hang into a failure, so it
 # is generous: `make test` runs three workers on two cores beside notebook kernels, graders and the

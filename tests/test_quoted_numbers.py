@@ -46,7 +46,8 @@ from typing import Dict, Iterator, List, Tuple
 import nbformat
 import pytest
 
-from helpers import EXECUTED, ROOT, book_notebooks, execute_notebook, keep_executed, run_fingerprint
+from helpers import (EXECUTED, ROOT, book_notebooks, execute_notebook, keep_executed, numbers_rule_params,
+                     run_fingerprint)
 
 NOTEBOOKS = book_notebooks()
 IDS = [p.stem for p in NOTEBOOKS]
@@ -370,21 +371,8 @@ def executed(path: Path):
     return notebook
 
 
-#: Chapters whose prose another branch brings under the rule (issue 27: the gpu9 and gpu10 engineers
-#: convert chapters 9 and 10); until then their check is expected to fail. Strict: a pending chapter
-#: that passes fails here, so delete its entry when its branch is merged.
-PENDING = {"09_gpt": "issue 27, gpu9: chapter 9's prose", "10_attention_at_scale": "issue 27, gpu10: chapter 10's prose"}
-
-
-def _runs():
-    for path in NOTEBOOKS:
-        reason = PENDING.get(path.stem)
-        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-        yield pytest.param(path, id=path.stem, marks=marks)
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("path", list(_runs()))
+@pytest.mark.parametrize("path", numbers_rule_params(NOTEBOOKS))
 def test_prose_holds_for_the_output_of_this_run(path):
     found = problems(executed(path))
     assert not found, f"{path.name}, as run on this machine:\n  " + "\n  ".join(found)

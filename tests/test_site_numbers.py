@@ -17,7 +17,7 @@ import nbformat
 import pytest
 
 from attention_book.glue import BUILD_LABEL
-from helpers import chapter_notebooks
+from helpers import chapter_notebooks, numbers_rule_params
 
 CHAPTERS = chapter_notebooks()
 GLUE_ROLE = re.compile(r"\{glue:text\}`[^`]+`")
@@ -49,7 +49,7 @@ def test_every_glue_role_was_pasted(path, site_dir):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+@pytest.mark.parametrize("path", numbers_rule_params(CHAPTERS))
 def test_timings_on_the_site_name_the_build_machine(path, site_dir):
     html = (site_dir / "notebooks" / f"{path.stem}.html").read_text(encoding="utf-8")
     found = unlabelled_timings(html)
