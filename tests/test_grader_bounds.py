@@ -71,10 +71,10 @@ def test_values_round_trip():
     (b"X" + bytes([0, 2]) + struct.pack("<QQ", 0, 1 << 63), "size above"),  # empty, yet 2**63 rows
 ])
 def test_replies_that_break_a_bound_are_refused_quickly(data, reason):
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: the work a bound saves, whatever else runs beside
     with pytest.raises(wire.WireError, match=reason):
         wire.decode(data)
-    assert time.perf_counter() - started < 2.0
+    assert time.process_time() - started < 2.0
 
 
 def test_whatever_a_library_raises_on_odd_bytes_is_a_wire_error(monkeypatch):
@@ -254,9 +254,9 @@ def test_planning_a_huge_edited_notebook_takes_seconds(chapter3):
     course, chapter, source, release, labels = chapter3
     nb = ROUND2["huge-plan"].build(source=source, release=release, chapter=chapter, other=None)
     assert len(json.dumps(nb)) > 1_500_000
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a busy machine stretches the wall clock, not the work
     plan = plan_submission(nbformat.from_dict(nb), release, chapter, labels)
-    assert time.perf_counter() - started < 20 and plan.cells
+    assert time.process_time() - started < 20 and plan.cells
 
 
 def _answered(chapter, release, bodies):

@@ -21,6 +21,12 @@ def test_training_seeds_text_shows_every_recipe_with_its_numbers():
     recipes = ref["recipes"]
     assert recipes["slower query/key learning alone"]["final"] > recipes["zero queries alone"]["final"]
     assert recipes["both changes (the chapter's recipe)"]["final"] == ref["seeds"]
+    # the counts chapter 8's prose quotes from the reference run
+    chapter = recipes["both changes (the chapter's recipe)"]
+    assert f"largest weight in all six last rows: {chapter['noun_first']} of {ref['seeds']} seeds" in text
+    source = ref["source"]
+    assert (f"the source's recipe (lr 1e-4, {source['steps']:,} updates, seed {source['seed']}): "
+            f"{source['final']} of 6 last words right") in text
 
 
 def test_scale_text_prints_each_table_with_its_date_machine_and_load():
