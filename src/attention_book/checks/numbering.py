@@ -53,6 +53,7 @@ NUMBERS: Dict[str, str] = {
     "ex-07-dropout-rows": "7.3",
     "ex-07-lessons": "7.4",
     "ex-07-decoder-block": "7.5",
+    "ex-07-from-memory": "7.6",
     "ex-08-training-step": "8.1",
     "ex-08-accuracy": "8.2",
     "ex-08-learning-rate": "8.3",

@@ -233,6 +233,47 @@ def decoder_block(ns, seed, x, encoder_output, padding, d_model, d_context, num_
     return (out, out_future, out_padded, out_visible)
 
 
+@probe("ch07.from-memory")
+def from_memory(ns, config, params, x, mode, seed, calls=1, device=None):
+    """CausalMultiHeadAttention(**config) in float64 holding ``params``, called ``calls`` times on x
+    in ``mode`` ("eval" or "train"), or moved to ``device`` ("meta") first.
+
+    Returns ``("ok", [outputs], x as the calls left it)``, ``("missing", what)`` when the module
+    lacks chapter 5's layers, or ``("device", error)`` when it fails on the other device."""
+    import torch
+
+    from attention_book.checks.core import Hint
+    from attention_book.checks.ch07 import load_from_memory_parameters
+
+    answer = _answer(ns, "CausalMultiHeadAttention")
+    torch.manual_seed(seed)
+    module = answer(config["d_in"], config["d_out"], config["context_length"], config["dropout"],
+                    config["num_heads"], qkv_bias=config["qkv_bias"])
+    if not isinstance(module, torch.nn.Module):
+        return ("missing", f"CausalMultiHeadAttention(...) made a {type(module).__name__}, not an nn.Module")
+    module.double()
+    try:
+        load_from_memory_parameters(module, params, config["qkv_bias"])
+    except Hint as hint:
+        return ("missing", str(hint))
+    module.train(mode == "train")
+    x = x.clone()
+    if device is not None:
+        try:
+            module.to(device)
+            with torch.no_grad():
+                out = module(torch.empty(x.shape, dtype=x.dtype, device=device))
+        except (RuntimeError, NotImplementedError) as err:
+            return ("device", str(err)[:300])
+        return ("ok", [str(out.device) if isinstance(out, torch.Tensor) else type(out).__name__], x)
+    outputs = []
+    with torch.no_grad():
+        for _ in range(calls):
+            out = module(x)
+            outputs.append(out if isinstance(out, torch.Tensor) else type(out).__name__)
+    return ("ok", outputs, x)
+
+
 # ---------------------------------------------------------------- chapter 8
 
 
