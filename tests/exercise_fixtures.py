@@ -183,3 +183,39 @@ def hidden_score(results, label: str, zero=()) -> float:
     tests = load_hidden_tests(ROOT / "instructor" / "hidden_tests" / f"ch{label[3:5]}.py")[label]
     points, _ = score_exercise(results, tests, 1.0, zero_reason=zero[0] if zero else "")
     return points
+
+
+def answer_tests(chapter: str, checks: dict, wrong_answers: dict, correct_answers: dict) -> dict:
+    """Tests of unusual right answers and of the grader's agreement, for ``globals().update(...)``.
+
+    ``correct_answers``: label -> {name: code}. Each right answer passes the self-check and earns
+    every hidden point; a wrong answer named ``the-given-bug...`` (a find-the-bug exercise's code
+    as given) fails the exercise's main hidden test, its first registered non-guard test."""
+    import pytest
+
+    from attention_book.instructor.hidden import load_hidden_tests
+
+    run = answer_runner(checks)
+    right = [(label, name, code) for label, answers in correct_answers.items() for name, code in answers.items()]
+    given = [(label, answer) for label, answers in wrong_answers.items() for answer in answers
+             if answer.name.startswith("the-given-bug")]
+
+    @pytest.mark.parametrize("label,name,code", right, ids=[f"{label}:{name}" for label, name, _ in right])
+    def test_unusual_right_answers_pass_the_self_check(label, name, code):
+        verdict = run(label, code, name)
+        assert verdict.ok, str(verdict)
+
+    @pytest.mark.parametrize("label,name,code", right, ids=[f"{label}:{name}" for label, name, _ in right])
+    def test_unusual_right_answers_earn_every_hidden_point(label, name, code):
+        results, zero = hidden_verdict(chapter, label, code, name)
+        assert not zero, zero
+        assert all(r["passed"] for r in results), [r for r in results if not r["passed"]]
+
+    @pytest.mark.parametrize("label,answer", given, ids=[label for label, _ in given])
+    def test_the_given_bug_fails_the_main_hidden_test(label, answer):
+        tests = load_hidden_tests(ROOT / "instructor" / "hidden_tests" / f"ch{chapter}.py")[label]
+        main = next(test.name for test in tests if not test.guard)
+        results, _ = hidden_verdict(chapter, label, answer.code, answer.name)
+        assert not next(r for r in results if r["name"] == main)["passed"], f"{label}: {main} passes the bug"
+
+    return {name: value for name, value in locals().items() if name.startswith("test_")}

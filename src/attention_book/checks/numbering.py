@@ -27,6 +27,7 @@ NUMBERS: Dict[str, str] = {
     "ex-02-symmetry": "2.4",
     "ex-02-own-match": "2.5",
     "ex-02-additive-scores": "2.6",
+    "ex-02-find-the-bug-batch": "2.7",
     "ex-03-stable-softmax": "3.1",
     "ex-03-scaled-weights": "3.2",
     "ex-03-temperature": "3.3",
