@@ -34,6 +34,7 @@ NUMBERS: Dict[str, str] = {
     "ex-03-attend": "3.4",
     "ex-03-variance": "3.5",
     "ex-03-soft-cap": "3.6",
+    "ex-03-find-the-bug-axis": "3.7",
     "ex-04-context-vectors": "4.1",
     "ex-04-copy-weights": "4.2",
     "ex-04-permutation": "4.3",
