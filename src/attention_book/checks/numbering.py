@@ -45,6 +45,7 @@ NUMBERS: Dict[str, str] = {
     "ex-05-parameters": "5.3",
     "ex-05-wide-head": "5.4",
     "ex-05-head-contributions": "5.5",
+    "ex-05-find-the-bug-heads": "5.6",
     "ex-06-cross": "6.1",
     "ex-06-padding": "6.2",
     "ex-06-sizes": "6.3",
