@@ -51,6 +51,7 @@ NUMBERS: Dict[str, str] = {
     "ex-06-sizes": "6.3",
     "ex-06-causal": "6.4",
     "ex-06-cost": "6.5",
+    "ex-06-find-the-bug-half": "6.6",
     "ex-07-causal-softmax": "7.1",
     "ex-07-decoder-mask": "7.2",
     "ex-07-dropout-rows": "7.3",
