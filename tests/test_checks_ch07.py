@@ -271,6 +271,7 @@ CHECKS = {
     "ex-07-decoder-mask": (ch07.decoder_mask, ("decoder_mask",)),
     "ex-07-decoder-block": (ch07.decoder_block, ("DecoderBlock",)),
     "ex-07-from-memory": (ch07.from_memory, ("CausalMultiHeadAttention",)),
+    "ex-07-find-the-bug-buffer": (ch07.mask_buffer, ("CausalWeights",)),
 }
 PRELUDE = (
     "import torch\nfrom torch import nn\n"
@@ -433,3 +434,11 @@ def test_train_mode_dropout_matches_pytorch_with_the_same_random_stream():
         torch.manual_seed(5)
         theirs = torch_mha.train()(x, x, x, attn_mask=hidden, need_weights=True)[0]
     assert torch.allclose(ours, theirs, atol=1e-12)
+
+
+# ---------------------------------------------------------------- ex-07-find-the-bug-buffer
+from exercise_fixtures import answer_tests  # noqa: E402
+from wrong_answers.ch07 import CORRECT_ANSWERS, WRONG_ANSWERS as _ALL_WRONG  # noqa: E402
+
+globals().update(answer_tests("07", CHECKS, {"ex-07-find-the-bug-buffer": _ALL_WRONG["ex-07-find-the-bug-buffer"]},
+                              {"ex-07-find-the-bug-buffer": CORRECT_ANSWERS["ex-07-find-the-bug-buffer"]}))

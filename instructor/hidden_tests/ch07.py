@@ -294,3 +294,50 @@ def memory_input_unchanged(student, reference):
     _, _, after = _memory_run(student, config, params, x)
     if not torch.equal(after, x):
         raise Hint("your forward changed x in place; compute new tensors instead")
+
+
+
+# ---------------------------------------------------------------- ex-07-find-the-bug-buffer
+# The code as given keeps the mask as a plain attribute: right on the CPU, left behind by
+# .to(device). The first test is the exercise's main value test (the scorer's main-value rule).
+
+
+def _buffer_run(student, context_length, scores, device=None):
+    if not student.has("CausalWeights"):
+        raise Hint("`CausalWeights` is not defined: run the cell that defines it (and keep its name)")
+    return student.probe("ch07.mask-buffer", context_length=context_length, scores=scores, device=device)
+
+
+@hidden_test("ex-07-find-the-bug-buffer", "moves with .to(device): runs on the new device", weight=2)
+def buffer_moves(student, reference):
+    scores = randn(3, 4, 4, seed=95)
+    here = _buffer_run(student, 6, scores)
+    if here[0] == "error" or not isinstance(here[1], torch.Tensor) or tuple(here[1].shape) != (3, 4, 4) \
+            or not torch.allclose(here[1], _reference_causal(scores), atol=1e-6):
+        raise Hint("before it moves, the module must already give causal weights: a softmax over the keys "
+                   "j <= i of each query i")
+    outcome = _buffer_run(student, 6, scores, device="meta")
+    if outcome[0] == "error" or outcome[1] != "meta":
+        raise Hint("after module.to(device) the forward pass fails or leaves the device: the mask stays "
+                   "behind as a plain attribute; keep it with self.register_buffer('mask', ...)")
+
+
+@hidden_test("ex-07-find-the-bug-buffer", "causal weights on the CPU: T < context_length, T = 1")
+def buffer_values(student, reference):
+    for shape, context_length, seed in (((2, 5, 5), 9, 96), ((1, 1, 1), 3, 97), ((2, 3, 6, 6), 6, 98)):
+        scores = randn(*shape, seed=seed)
+        outcome = _buffer_run(student, context_length, scores)
+        want = _reference_causal(scores)
+        if outcome[0] == "error" or not isinstance(outcome[1], torch.Tensor) or tuple(outcome[1].shape) != shape:
+            raise Hint(f"scores of shape {shape} with context_length={context_length}: slice the mask to the "
+                       "scores, self.mask[:T, :T], and return weights of the scores' shape")
+        if not torch.allclose(outcome[1], want, atol=1e-6):
+            raise Hint(f"scores of shape {shape}: the weights must be a softmax over the visible keys "
+                       "(key j <= query i)")
+
+
+@hidden_test("ex-07-find-the-bug-buffer", "the mask is not a trainable parameter", guard=True)
+def buffer_not_parameter(student, reference):
+    outcome = _buffer_run(student, 4, randn(1, 4, 4, seed=99))
+    if outcome[0] == "ok" and outcome[2] != 0:
+        raise Hint("the mask is not learned: register it as a buffer, not as an nn.Parameter")

@@ -638,12 +638,67 @@ class CausalMultiHeadAttention(nn.Module):
 }
 
 
+# ---------------------------------------------------------------- ex-07-find-the-bug-buffer
+_BUFFER_CLASS = ("import torch\nfrom torch import nn\n\n\nclass CausalWeights(nn.Module):\n"
+                 "    def __init__(self, context_length):\n        super().__init__()\n")
+_BUFFER_FORWARD = ("\n    def forward(self, scores):  # (..., T, T) -> (..., T, T)\n"
+                   "        T = scores.shape[-1]\n"
+                   '        return torch.softmax(scores.masked_fill(self.mask[:T, :T], float("-inf")), dim=-1)\n')
+_TRIU = "torch.triu(torch.ones(context_length, context_length, dtype=torch.bool), diagonal=1)"
+MASK_BUFFER = [
+    WrongAnswer("the-given-bug-plain-attribute",
+                _BUFFER_CLASS + f"        self.mask = {_TRIU}\n" + _BUFFER_FORWARD, "the mask stays behind"),
+    WrongAnswer("mask-made-in-forward-on-the-cpu",
+                _BUFFER_CLASS + "        self.context_length = context_length\n"
+                "\n    def forward(self, scores):\n        T = scores.shape[-1]\n"
+                "        hidden = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)\n"
+                '        return torch.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1)\n',
+                "the mask stays behind"),
+    WrongAnswer("mask-as-a-parameter",
+                _BUFFER_CLASS + f"        self.mask = nn.Parameter({_TRIU}, requires_grad=False)\n" + _BUFFER_FORWARD,
+                "must not be a parameter"),
+    WrongAnswer("buffer-not-sliced",
+                _BUFFER_CLASS + f'        self.register_buffer("mask", {_TRIU})\n'
+                "\n    def forward(self, scores):\n"
+                '        return torch.softmax(scores.masked_fill(self.mask, float("-inf")), dim=-1)\n',
+                "self.mask[:T, :T]"),
+    WrongAnswer("buffer-wrong-triangle",
+                _BUFFER_CLASS + f'        self.register_buffer("mask", {_TRIU.replace("triu", "tril").replace("diagonal=1", "diagonal=-1")})\n'
+                + _BUFFER_FORWARD, "hide key j > query i"),
+    WrongAnswer("buffer-diagonal-hidden",
+                _BUFFER_CLASS + f'        self.register_buffer("mask", {_TRIU.replace("diagonal=1", "diagonal=0")})\n'
+                + _BUFFER_FORWARD, "hide key j > query i"),
+    WrongAnswer("buffer-no-mask-used",
+                _BUFFER_CLASS + f'        self.register_buffer("mask", {_TRIU})\n'
+                "\n    def forward(self, scores):\n        return torch.softmax(scores, dim=-1)\n",
+                "hide key j > query i", non_attempt=False),
+    WrongAnswer("uniform-non-attempt",
+                _BUFFER_CLASS + f'        self.register_buffer("mask", {_TRIU})\n'
+                "\n    def forward(self, scores):\n        return torch.full_like(scores, 1.0 / scores.shape[-1])\n",
+                "softmax over the visible keys", non_attempt=True),
+]
+FROM_MEMORY_CORRECT_BUFFER = {
+    "buffer-not-persistent": _BUFFER_CLASS + f'        self.register_buffer("mask", {_TRIU}, persistent=False)\n'
+                             + _BUFFER_FORWARD,
+    "made-in-forward-on-the-scores-device": _BUFFER_CLASS + "        pass  # nothing to keep: built per call\n"
+    "\n    def forward(self, scores):\n        T = scores.shape[-1]\n"
+    "        keep = torch.ones(T, T, dtype=torch.bool, device=scores.device).tril()\n"
+    '        return scores.masked_fill(~keep, float("-inf")).softmax(-1)\n',
+    "float-buffer-added": _BUFFER_CLASS + '        self.register_buffer("minus_inf", torch.full(\n'
+    '            (context_length, context_length), float("-inf")).triu(1))\n'
+    "\n    def forward(self, scores):\n        T = scores.shape[-1]\n"
+    "        return torch.softmax(scores + self.minus_inf[:T, :T], dim=-1)\n",
+}
+
+
 WRONG_ANSWERS = {
     "ex-07-causal-softmax": CAUSAL_SOFTMAX,
     "ex-07-decoder-mask": DECODER_MASK,
     "ex-07-decoder-block": DECODER_BLOCK,
     "ex-07-from-memory": FROM_MEMORY,
+    "ex-07-find-the-bug-buffer": MASK_BUFFER,
 }
 CORRECT_ANSWERS = {
     "ex-07-from-memory": FROM_MEMORY_CORRECT,
+    "ex-07-find-the-bug-buffer": FROM_MEMORY_CORRECT_BUFFER,
 }

@@ -23,7 +23,7 @@ from ..masks import causal_mask
 from .core import Guard, Hint, calls, close, register
 from .rules import rule
 
-__all__ = ["causal_softmax", "decoder_mask", "decoder_block", "from_memory"]
+__all__ = ["causal_softmax", "decoder_mask", "decoder_block", "from_memory", "mask_buffer"]
 
 
 def _scores(*shape: int, seed: int = 7) -> torch.Tensor:
@@ -1043,4 +1043,77 @@ def from_memory(CausalMultiHeadAttention):
         Guard("written without a fused kernel", no_fused_kernel),
         Guard("the mask moves with the module (.to(device))", moves_with_module),
         Guard("leaves x unchanged", input_unchanged),
+    ]
+
+
+# ---------------------------------------------------------------- ex-07-find-the-bug-buffer
+# Find the bug: a mask kept as a plain attribute (`self.mask = torch.triu(...)`) is right on
+# the CPU, but `.to(device)` moves parameters and buffers only, so on a GPU the scores and the
+# mask live on different devices. The check moves the module to PyTorch's "meta" device
+# (shapes without data), where the same mismatch shows without a GPU.
+
+LEFT_BEHIND = (
+    "the mask stays behind when the module moves: .to(device) moves parameters and buffers, "
+    "not plain attributes, so on a GPU masked_fill gets scores on cuda and a mask on the CPU; "
+    "keep it with self.register_buffer('mask', ...)"
+)
+
+
+def _buffer_module(CausalWeights, context_length):
+    with torch.random.fork_rng(devices=[]):
+        module = CausalWeights(context_length)
+    if not isinstance(module, nn.Module):
+        raise Hint(f"CausalWeights(...) should create an nn.Module, got {type(module).__name__}")
+    return module
+
+
+@register("ex-07-find-the-bug-buffer", "Find the bug: a mask left behind")
+def mask_buffer(CausalWeights):
+    """Check the fixed ``CausalWeights(context_length)``: ``module(scores)`` -> causal weights."""
+
+    def moves():
+        values((2, 5, 5), 8, 0)  # right where it was built, then moved
+        module = _buffer_module(CausalWeights, 8).to("meta")
+        try:
+            with torch.no_grad():
+                out = module(torch.empty(2, 5, 5, device="meta"))
+        except (RuntimeError, NotImplementedError) as err:
+            message = str(err)
+            if "device" in message or "meta" in message:
+                raise Hint(LEFT_BEHIND + f" (here: {message.splitlines()[0][:100]})") from None
+            raise
+        if not isinstance(out, torch.Tensor) or out.device.type != "meta" or tuple(out.shape) != (2, 5, 5):
+            raise Hint("after module.to(device) the weights must come out on that device, with the "
+                       "scores' shape: " + LEFT_BEHIND)
+
+    def values(shape, context_length, seed):
+        module = _buffer_module(CausalWeights, context_length)
+        scores = _scores(*shape, seed=seed)
+        with torch.no_grad():
+            try:
+                out = module(scores.clone())
+            except RuntimeError as err:
+                if "size" in str(err) or "shape" in str(err):
+                    raise Hint(f"scores of shape {shape} with context_length={context_length} fail "
+                               f"({str(err).splitlines()[0]}): slice the mask to the scores, "
+                               "self.mask[:T, :T]") from None
+                raise
+        out = _as_tensor(out, "forward")
+        if out.shape != scores.shape or not close(out, _reference_causal(scores), atol=1e-5):
+            raise Hint("the weights must be a softmax over the visible keys: hide key j > query i "
+                       "(torch.triu(..., diagonal=1)) with -inf before the softmax")
+
+    def not_trained():
+        module = _buffer_module(CausalWeights, 6)
+        learnable = sum(p.numel() for p in module.parameters())
+        if learnable:
+            raise Hint("the mask is not learned, so it must not be a parameter (the optimiser would "
+                       "get it, state_dict would save it as one): register_buffer keeps a tensor "
+                       "that moves with the module without training it")
+
+    return [
+        ("moves with the module: .to(device), then forward", moves),
+        ("right weights for T < context_length, a batch", lambda: values((3, 5, 5), 8, 1)),
+        ("right weights for T = context_length and heads", lambda: values((2, 2, 4, 4), 4, 2)),
+        Guard("the mask is not a trainable parameter", not_trained),
     ]

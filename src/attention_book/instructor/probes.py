@@ -274,6 +274,27 @@ def from_memory(ns, config, params, x, mode, seed, calls=1, device=None):
     return ("ok", outputs, x)
 
 
+@probe("ch07.mask-buffer")
+def mask_buffer(ns, context_length, scores, device=None):
+    """CausalWeights(context_length) on ``scores`` (or, with ``device``, moved there and run on an
+    empty tensor of that shape): ``("ok", result or its device, parameter count)`` or
+    ``("error", message)``."""
+    import torch
+
+    module = _answer(ns, "CausalWeights")(context_length)
+    learnable = sum(p.numel() for p in module.parameters()) if isinstance(module, torch.nn.Module) else -1
+    try:
+        with torch.no_grad():
+            if device is not None:
+                out = module.to(device)(torch.empty(scores.shape, dtype=scores.dtype, device=device))
+                return ("ok", str(out.device) if isinstance(out, torch.Tensor) else type(out).__name__, learnable)
+            return ("ok", module(scores), learnable)
+    except (RuntimeError, NotImplementedError) as err:
+        if isinstance(err, NotImplementedError) and "meta" not in str(err):
+            raise
+        return ("error", str(err)[:300])
+
+
 # ---------------------------------------------------------------- chapter 8
 
 
