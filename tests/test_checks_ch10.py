@@ -11,7 +11,7 @@ import pytest
 
 from attention_book.checks import ch10
 from wrong_answers import load_answer
-from wrong_answers.ch10 import WRONG_ANSWERS
+from wrong_answers.ch10 import CORRECT_ANSWERS, WRONG_ANSWERS
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "10_attention_at_scale.ipynb"
 CHECKS = {
@@ -20,6 +20,7 @@ CHECKS = {
     "ex-10-chunk-mask": (ch10.chunk_mask, ("chunk_mask",)),
     "ex-10-rope": (ch10.rope, ("rotate",)),
     "ex-10-gqa": (ch10.gqa, ("grouped_attention",)),
+    "ex-10-sdpa": (ch10.sdpa, ("fused_attention",)),
 }
 PRELUDE = "import math\nimport torch\nimport torch.nn.functional as F\n"
 CASES = [(label, wrong) for label, answers in WRONG_ANSWERS.items() for wrong in answers]
@@ -155,3 +156,9 @@ def test_not_implemented_scores_zero(label):
 def test_banners_use_the_chapter_number():
     verdict = run_check("ex-10-flops", PRELUDE + solution_source("ex-10-flops"), "banner")
     assert verdict.name.startswith("Exercise 10.")
+
+
+# unusual right answers pass (self-check and grader); the find-the-bug code fails the main hidden test
+from exercise_fixtures import answer_tests  # noqa: E402
+
+globals().update(answer_tests("10", CHECKS, WRONG_ANSWERS, CORRECT_ANSWERS))

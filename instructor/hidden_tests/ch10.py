@@ -223,3 +223,79 @@ def gqa_own_grouping(student, reference):
     if "enable_gqa" in student.source or "repeat_kv" in student.source:
         raise Hint("write the grouping yourself (no enable_gqa, no attention_book's repeat_kv)")
     answer(RemoteNamespace(student), "grouped_attention")
+
+
+# ---------------------------------------------------------------- ex-10-sdpa
+# fused_attention against the package's core (sdpa_reference), with the self-check's diagnosis.
+# The first test is the exercise's main value test (the scorer's main-value rule).
+
+
+def _sdpa_case(ns, shape, seed, what, **options):
+    from attention_book.checks.ch10 import sdpa_diagnosis, sdpa_reference
+
+    fused_attention = answer(ns, "fused_attention")
+    B, H, T_q, T_k, hd = shape
+    q, k, v = randn(B, H, T_q, hd, seed=seed), randn(B, H, T_k, hd, seed=seed + 1), randn(B, H, T_k, hd, seed=seed + 2)
+    try:
+        got = fused_attention(q, k, v, **options)
+    except (RuntimeError, ValueError) as err:
+        raise Hint(f"{what}: your code raised {type(err).__name__}; SDPA's attn_mask broadcasts to (B, H, T_q, T_k): "
+                   "reshape the padding to (B, 1, 1, T_k), combine it with the causal part, invert it") from None
+    masks = {key: value for key, value in options.items() if key in ("key_padding_mask", "causal", "scale")}
+    want = sdpa_reference(q, k, v, **masks)
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(want.shape):
+        raise Hint(f"{what}: expected an output of shape {tuple(want.shape)}")
+    if not torch.allclose(got, want, atol=1e-5):
+        raise Hint(f"{what}: " + (sdpa_diagnosis(got, q, k, v, **masks) or "the output differs from the core"))
+
+
+@hidden_test("ex-10-sdpa", "masks against the core: causal, padding, both (left and right padding)", weight=3)
+def sdpa_masks(ns):
+    _sdpa_case(ns, (2, 2, 4, 4, 8), 500, "causal", causal=True)
+    _sdpa_case(ns, (3, 1, 2, 5, 4), 503, "padding, B = 3, T_q = 2",
+               key_padding_mask=torch.tensor([[False] * 5, [False, False, True, True, True], [False] * 4 + [True]]))
+    _sdpa_case(ns, (2, 2, 4, 4, 4), 506, "left padding and causal", causal=True,
+               key_padding_mask=torch.tensor([[True, True, True, False], [False, False, False, True]]))
+
+
+@hidden_test("ex-10-sdpa", "a given scale, float64, one token")
+def sdpa_scale(ns):
+    _sdpa_case(ns, (1, 3, 5, 5, 2), 509, "scale=2.0", causal=True, scale=2.0)
+    _sdpa_case(ns, (2, 1, 1, 1, 4), 512, "one token")
+
+
+@hidden_test("ex-10-sdpa", "training=False: dropout off")
+def sdpa_eval_dropout(ns):
+    from attention_book.checks.ch10 import sdpa_reference
+
+    fused_attention = answer(ns, "fused_attention")
+    q, k, v = randn(2, 2, 5, 4, seed=515), randn(2, 2, 5, 4, seed=516), randn(2, 2, 5, 4, seed=517)
+    got = fused_attention(q, k, v, causal=True, dropout=0.5, training=False)
+    if not isinstance(got, torch.Tensor) or not torch.allclose(got, sdpa_reference(q, k, v, causal=True), atol=1e-5):
+        raise Hint("with training=False dropout must be off: dropout_p=dropout if training else 0.0")
+
+
+@hidden_test("ex-10-sdpa", "training=True: weights dropped with p and the rest rescaled")
+def sdpa_train_dropout(ns):
+    from attention_book.checks.ch07 import from_memory_dropout_verdict
+    from attention_book.checks.ch10 import sdpa_reference
+
+    fused_attention = answer(ns, "fused_attention")
+    B, H, T, p = 6, 2, 6, 0.5
+    q, k = randn(B, H, T, 8, seed=518), randn(B, H, T, 8, seed=519)
+    v = torch.eye(T).expand(B, H, T, T).contiguous()  # each output row is a row of weights
+    got = fused_attention(q, k, v, causal=True, dropout=p, training=True)
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != (B, H, T, T):
+        raise Hint(f"expected an output of shape {(B, H, T, T)}")
+    problem = from_memory_dropout_verdict(got.double(), sdpa_reference(q, k, v, causal=True).double(), None, p)
+    if problem:
+        raise Hint(problem.replace("create self.dropout = nn.Dropout(dropout)", "pass dropout_p=dropout"))
+
+
+@hidden_test("ex-10-sdpa", "the inputs stay unchanged", guard=True)
+def sdpa_unchanged(ns):
+    fused_attention = answer(ns, "fused_attention")
+    fused_attention(randn(2, 2, 3, 4, seed=520), randn(2, 2, 3, 4, seed=521), randn(2, 2, 3, 4, seed=522),
+                    key_padding_mask=torch.tensor([[False, False, True], [False] * 3]), causal=True)
+    if fused_attention.mutated:
+        raise Hint("your function changed its inputs in place; build new tensors instead")

@@ -232,3 +232,125 @@ WRONG_ANSWERS = {
     "ex-10-rope": ROPE,
     "ex-10-gqa": GQA,
 }
+
+
+# ---------------------------------------------------------------- ex-10-sdpa
+_SDPA = ('''import torch
+import torch.nn.functional as F
+
+
+def fused_attention(query, key, value, key_padding_mask=None, causal=False,
+                    dropout=0.0, training=False, scale=None):
+    T_q, T_k = query.shape[-2], key.shape[-2]
+    hidden = torch.zeros(T_q, T_k, dtype=torch.bool)
+    if causal:
+        hidden = hidden | torch.ones(T_q, T_k, dtype=torch.bool).triu(1)
+    if key_padding_mask is not None:
+        hidden = hidden | key_padding_mask[:, None, None, :]
+''')
+_ZERO_ROWS = ("    return out.masked_fill(hidden.all(dim=-1, keepdim=True), 0.0)\n")
+
+
+def _sdpa(call: str) -> str:
+    return _SDPA + "    out = " + call + "\n" + _ZERO_ROWS
+
+
+SDPA = [
+    WrongAnswer("book-mask-passed-as-is", _sdpa(
+        "F.scaled_dot_product_attention(query, key, value, attn_mask=hidden,\n"
+        "        dropout_p=dropout if training else 0.0, scale=scale)"), "the mask means the opposite in SDPA"),
+    WrongAnswer("padding-mask-not-reshaped", '''import torch
+import torch.nn.functional as F
+
+
+def fused_attention(query, key, value, key_padding_mask=None, causal=False,
+                    dropout=0.0, training=False, scale=None):
+    mask = None if key_padding_mask is None else ~key_padding_mask
+    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, is_causal=causal and mask is None,
+                                          dropout_p=dropout if training else 0.0, scale=scale)
+''', "reshape key_padding_mask (B, T_k) to"),
+    WrongAnswer("causal-dropped-with-padding", '''import torch
+import torch.nn.functional as F
+
+
+def fused_attention(query, key, value, key_padding_mask=None, causal=False,
+                    dropout=0.0, training=False, scale=None):
+    if key_padding_mask is not None:  # is_causal cannot be combined with attn_mask: drop it
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=~key_padding_mask[:, None, None, :],
+                                              dropout_p=dropout if training else 0.0, scale=scale)
+    return F.scaled_dot_product_attention(query, key, value, is_causal=causal,
+                                          dropout_p=dropout if training else 0.0, scale=scale)
+''', "you passed only the padding"),
+    WrongAnswer("dropout-in-eval", _sdpa(
+        "F.scaled_dot_product_attention(query, key, value, attn_mask=~hidden,\n"
+        "        dropout_p=dropout, scale=scale)"), "dropout is active with training=False"),
+    WrongAnswer("dropout-never", _sdpa(
+        "F.scaled_dot_product_attention(query, key, value, attn_mask=~hidden, scale=scale)"),
+        "dropout is never applied"),
+    WrongAnswer("scale-ignored", _sdpa(
+        "F.scaled_dot_product_attention(query, key, value, attn_mask=~hidden,\n"
+        "        dropout_p=dropout if training else 0.0)"), "the scale argument is ignored"),
+    WrongAnswer("scale-as-divisor", _sdpa(
+        "F.scaled_dot_product_attention(query, key, value, attn_mask=~hidden,\n"
+        "        dropout_p=dropout if training else 0.0, scale=None if scale is None else 1 / scale)"),
+        "not a divisor"),
+    WrongAnswer("hand-written-core", _SDPA + '''    scores = query @ key.transpose(-2, -1) * (query.shape[-1] ** -0.5 if scale is None else scale)
+    weights = torch.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1).nan_to_num(0.0)
+    weights = F.dropout(weights, dropout, training=training)
+    return weights @ value
+''', "call F.scaled_dot_product_attention"),
+    WrongAnswer("query-non-attempt", _SDPA + "    return query.clone()\n", "differs from the core",
+                non_attempt=True),
+]
+SDPA_CORRECT = {
+    "additive-float-mask": '''import torch
+import torch.nn.functional as F
+
+
+def fused_attention(query, key, value, key_padding_mask=None, causal=False,
+                    dropout=0.0, training=False, scale=None):
+    # a float mask is *added* to the scores: 0 where a key takes part, -inf where it is hidden
+    T_q, T_k = query.shape[-2], key.shape[-2]
+    bias = torch.zeros(T_q, T_k, dtype=query.dtype)
+    if causal:
+        bias = bias.masked_fill(torch.ones(T_q, T_k, dtype=torch.bool).triu(1), float("-inf"))
+    if key_padding_mask is not None:
+        bias = bias.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=bias,
+                                         dropout_p=dropout * training, scale=scale)
+    return torch.nan_to_num(out.masked_fill(torch.isinf(bias).all(-1, keepdim=True), 0.0))
+''',
+    "is-causal-when-it-can": '''import torch
+import torch.nn.functional as F
+
+
+def fused_attention(query, key, value, key_padding_mask=None, causal=False,
+                    dropout=0.0, training=False, scale=None):
+    p = dropout if training else 0.0
+    if key_padding_mask is None:  # no padding: is_causal is enough (and the fastest)
+        return F.scaled_dot_product_attention(query, key, value, is_causal=causal, dropout_p=p, scale=scale)
+    allowed = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, T_k), True = takes part
+    if causal:
+        allowed = allowed & torch.ones(query.shape[-2], key.shape[-2], dtype=torch.bool).tril()
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=allowed, dropout_p=p, scale=scale)
+    return torch.where(allowed.any(dim=-1, keepdim=True), out, torch.zeros_like(out))
+''',
+    "view-and-where": '''import torch
+from torch.nn import functional
+
+
+def fused_attention(query, key, value, key_padding_mask=None, causal=False,
+                    dropout=0.0, training=False, scale=None):
+    B = query.shape[0]
+    keep = torch.ones(B, 1, query.shape[-2], key.shape[-2], dtype=torch.bool)
+    if causal:
+        keep = keep & torch.ones_like(keep[0, 0]).tril()
+    if key_padding_mask is not None:
+        keep = keep & ~key_padding_mask.view(B, 1, 1, -1)
+    out = functional.scaled_dot_product_attention(query, key, value, attn_mask=keep,
+                                                  dropout_p=dropout if training else 0.0, scale=scale)
+    return out * keep.any(-1, keepdim=True)
+''',
+}
+WRONG_ANSWERS["ex-10-sdpa"] = SDPA
+CORRECT_ANSWERS = {"ex-10-sdpa": SDPA_CORRECT}

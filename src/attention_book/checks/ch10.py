@@ -17,9 +17,9 @@ import numbers
 
 import torch
 
-from .core import Guard, Hint, answer_source, close, register
+from .core import Guard, Hint, answer_source, calls, close, register
 
-__all__ = ["flops", "kv_step", "chunk_mask", "rope", "gqa"]
+__all__ = ["flops", "kv_step", "chunk_mask", "rope", "gqa", "sdpa"]
 
 
 # ---------------------------------------------------------------- ex-10-flops
@@ -628,4 +628,204 @@ def gqa(grouped_attention):
         Guard("causal: later tokens change nothing earlier", causal),
         Guard("the grouping is written by you", own_grouping),
         Guard("leaves the inputs unchanged", untouched),
+    ]
+
+
+# ---------------------------------------------------------------- ex-10-sdpa
+# The hand-written core replaced by F.scaled_dot_product_attention, compared with the package's
+# core (attention_book.functional) on the same inputs: the book's masks (True = hidden) become
+# SDPA's (True = takes part), padding broadcasts to (B, 1, 1, T_k), a causal mask and padding
+# together need one combined mask, the scale passes through, dropout acts only in training,
+# and a query with nothing to see gets zeros (the core's rule).
+
+SDPA_NAMES = ("torch.nn.functional.scaled_dot_product_attention", "F.scaled_dot_product_attention")
+INVERTED = (
+    "the mask means the opposite in SDPA: a boolean attn_mask is True where a key *takes part*, "
+    "the book's masks are True where it is hidden; pass ~hidden"
+)
+
+
+def sdpa_reference(query, key, value, key_padding_mask=None, causal=False, scale=None):
+    """The package's core with the book's mask: what ``fused_attention`` must return (no dropout)."""
+    from ..functional import scaled_dot_product_attention
+
+    T_q, T_k = query.shape[-2], key.shape[-2]
+    hidden = None
+    if causal:
+        hidden = torch.ones(T_q, T_k, dtype=torch.bool).triu(1)
+    if key_padding_mask is not None:
+        padding = key_padding_mask[:, None, None, :]  # (B, 1, 1, T_k)
+        hidden = padding if hidden is None else hidden | padding
+    return scaled_dot_product_attention(query, key, value, mask=hidden, scale=scale)[0]
+
+
+def _sdpa_candidates(query, key, value, key_padding_mask, causal, scale):
+    """(output, hint) of the classic mistakes on these inputs."""
+    import torch.nn.functional as F
+
+    T_q, T_k = query.shape[-2], key.shape[-2]
+    hidden = torch.zeros(T_q, T_k, dtype=torch.bool)
+    if causal:
+        hidden = hidden | torch.ones(T_q, T_k, dtype=torch.bool).triu(1)
+    if key_padding_mask is not None:
+        hidden = hidden | key_padding_mask[:, None, None, :]
+    found = []
+
+    def add(hint, **options):
+        try:
+            with torch.no_grad():
+                found.append((F.scaled_dot_product_attention(query, key, value, **options), hint))
+        except RuntimeError:
+            pass
+
+    add(INVERTED, attn_mask=hidden, scale=scale)
+    if causal and key_padding_mask is not None:
+        add("with padding *and* a causal mask you passed only the padding: combine both into one "
+            "mask, hidden = causal | padding, and pass ~hidden (is_causal cannot be combined with "
+            "attn_mask)", attn_mask=~key_padding_mask[:, None, None, :], scale=scale)
+        add("with padding *and* a causal mask you passed only the causal part: combine both into one "
+            "mask, hidden = causal | padding, and pass ~hidden", is_causal=True, scale=scale)
+    if causal:
+        add("the causal mask is missing: is_causal=True (or a mask that hides key j > query i)",
+            attn_mask=None if key_padding_mask is None else ~key_padding_mask[:, None, None, :], scale=scale)
+    if key_padding_mask is not None:
+        add("the padding is not hidden: turn key_padding_mask (B, T_k) into an attn_mask of shape "
+            "(B, 1, 1, T_k) and invert it", is_causal=causal, scale=scale)
+    if scale is not None:
+        add("the scale argument is ignored: pass scale=scale to SDPA (None means 1/sqrt(head_dim))",
+            attn_mask=~hidden)
+        add("scale is the factor the scores are multiplied by, not a divisor: pass scale=scale",
+            attn_mask=~hidden, scale=1.0 / scale)
+    return found
+
+
+def sdpa_diagnosis(got, query, key, value, key_padding_mask=None, causal=False, scale=None) -> str:
+    want = sdpa_reference(query, key, value, key_padding_mask, causal, scale)
+    if got.shape != want.shape:
+        return f"expected an output of shape {tuple(want.shape)} (B, H, T_q, head_dim), got {tuple(got.shape)}"
+    if torch.isnan(got).any():
+        rows = (want == 0).all(dim=-1)
+        if bool(torch.isnan(got[rows]).any()):
+            return ("a query whose keys are all hidden (left padding under a causal mask) gives NaN: "
+                    "its output must be zeros, as the core's; zero those rows, e.g. "
+                    "out.masked_fill(nothing_visible, 0.0)")
+        return "your output has NaN"
+    for candidate, hint in _sdpa_candidates(query, key, value, key_padding_mask, causal, scale):
+        if candidate.shape == got.shape and torch.allclose(got, candidate, atol=1e-5, equal_nan=True):
+            return hint
+    return ""
+
+
+def _sdpa_inputs(B, H, T_q, T_k, hd, seed, dtype=torch.float32):
+    generator = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(B, H, T, hd, generator=generator, dtype=dtype) for T in (T_q, T_k, T_k))
+
+
+#: left padding: sequence 0 has 5 real tokens, sequence 1 three, sequence 2 one
+_LEFT_PADDING = torch.tensor([[False] * 5, [True, True, False, False, False], [True] * 4 + [False]])
+
+
+@register("ex-10-sdpa", "Attention with F.scaled_dot_product_attention")
+def sdpa(fused_attention):
+    """Check ``fused_attention(query, key, value, key_padding_mask=None, causal=False, dropout=0.0,
+    training=False, scale=None)`` against the package's core."""
+
+    def run(*tensors, **options):
+        tensors = tuple(t.clone() for t in tensors)
+        if options.get("key_padding_mask") is not None:
+            options["key_padding_mask"] = options["key_padding_mask"].clone()
+        try:
+            out = fused_attention(*tensors, **options)
+        except RuntimeError as err:
+            message = str(err).splitlines()[0]
+            if options.get("key_padding_mask") is not None and ("size" in message or "expand" in message
+                                                                or "shape" in message):
+                raise Hint(f"a key padding mask made your code fail ({message}): SDPA's attn_mask "
+                           "broadcasts to (B, H, T_q, T_k), so reshape key_padding_mask (B, T_k) to "
+                           "(B, 1, 1, T_k) (and invert it)") from None
+            raise
+        if not isinstance(out, torch.Tensor):
+            raise Hint(f"return the attention output as a tensor, got {type(out).__name__}")
+        return out.detach()
+
+    def compare(tensors, what, **options):
+        got = run(*tensors, **options)
+        masks = {k: v for k, v in options.items() if k in ("key_padding_mask", "causal", "scale")}
+        want = sdpa_reference(*tensors, **masks)
+        if got.shape == want.shape and torch.allclose(got, want, atol=1e-5):
+            return
+        raise Hint(sdpa_diagnosis(got, *tensors, **masks) or (
+            f"{what}: the output differs from the core, softmax(q k^T * scale + mask) v with the "
+            "book's mask turned into SDPA's"))
+
+    def no_mask():
+        compare(_sdpa_inputs(2, 2, 5, 5, 4, seed=0), "no mask")
+
+    def causal():
+        compare(_sdpa_inputs(2, 3, 6, 6, 4, seed=1), "causal", causal=True)
+
+    def padding():
+        padded = torch.tensor([[False, False, False, True], [False, True, True, True]])
+        compare(_sdpa_inputs(2, 2, 3, 4, 8, seed=2), "padding", key_padding_mask=padded)
+
+    def padding_and_causal():
+        compare(_sdpa_inputs(3, 2, 5, 5, 4, seed=3), "left padding and a causal mask",
+                key_padding_mask=_LEFT_PADDING, causal=True)
+
+    def scale():
+        compare(_sdpa_inputs(2, 2, 4, 4, 4, seed=4), "scale=0.3", causal=True, scale=0.3)
+
+    def eval_dropout():
+        tensors = _sdpa_inputs(2, 2, 5, 5, 4, seed=5)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(6)
+            first = run(*tensors, causal=True, dropout=0.5, training=False)
+            second = run(*tensors, causal=True, dropout=0.5, training=False)
+        if not torch.equal(first, second):
+            raise Hint("dropout is active with training=False: pass dropout_p=dropout if training else "
+                       "0.0; SDPA has no training flag of its own and drops whenever dropout_p > 0")
+        if not torch.allclose(first, sdpa_reference(*tensors, causal=True), atol=1e-5):
+            raise Hint("with training=False the output must equal the output without dropout")
+
+    def train_dropout():
+        from .ch07 import from_memory_dropout_verdict
+
+        B, H, T, p = 4, 2, 6, 0.5
+        generator = torch.Generator().manual_seed(7)
+        query, key = (torch.randn(B, H, T, 8, generator=generator) for _ in range(2))
+        value = torch.eye(T).expand(B, H, T, T).contiguous()  # output row = weight row
+        eval_weights = sdpa_reference(query, key, value, causal=True)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(8)
+            first = run(query, key, value, causal=True, dropout=p, training=True)
+            second = run(query, key, value, causal=True, dropout=p, training=True)
+        problem = from_memory_dropout_verdict(first.double(), eval_weights.double(), second.double(), p)
+        if problem:
+            raise Hint(problem.replace("nn.Dropout(dropout)", "dropout_p=dropout")
+                       .replace("create self.dropout = ", "pass "))
+
+    def uses_sdpa():
+        if not calls(fused_attention, SDPA_NAMES):
+            raise Hint("the exercise is to call F.scaled_dot_product_attention (torch.nn.functional) "
+                       "instead of writing the core by hand")
+
+    def unchanged():
+        tensors = _sdpa_inputs(2, 2, 4, 4, 4, seed=9)
+        copies = [t.clone() for t in tensors]
+        padded = torch.tensor([[False, False, False, True], [False] * 4])
+        mine = padded.clone()
+        fused_attention(*copies, key_padding_mask=mine, causal=True)
+        if not all(torch.equal(a, b) for a, b in zip(copies, tensors)) or not torch.equal(mine, padded):
+            raise Hint("your function changed its inputs in place; build new tensors instead")
+
+    return [
+        ("padding and causal together (left padding: rows with nothing visible are 0)", padding_and_causal),
+        ("no mask", no_mask),
+        ("causal mask", causal),
+        ("key padding, B != T_q", padding),
+        ("a given scale", scale),
+        ("training=False: dropout off", eval_dropout),
+        ("training=True: weights dropped with p, the rest scaled by 1 / (1 - p)", train_dropout),
+        Guard("calls F.scaled_dot_product_attention", uses_sdpa),
+        Guard("leaves the inputs unchanged", unchanged),
     ]

@@ -71,11 +71,12 @@ NUMBERS: Dict[str, str] = {
     "ex-09-conv1d": "9.5",
     "ex-10-flops": "10.1",
     "ex-10-kv-step": "10.2",
-    "ex-10-memory-wall": "10.3",
-    "ex-10-cache-size": "10.4",
-    "ex-10-chunk-mask": "10.5",
-    "ex-10-rope": "10.6",
-    "ex-10-gqa": "10.7",
+    "ex-10-sdpa": "10.3",
+    "ex-10-memory-wall": "10.4",
+    "ex-10-cache-size": "10.5",
+    "ex-10-chunk-mask": "10.6",
+    "ex-10-rope": "10.7",
+    "ex-10-gqa": "10.8",
 }
 # END GENERATED TABLE
 
