@@ -12,38 +12,45 @@ import torch
 from attention_book.instructor.hidden import Hint, RemoteNamespace, answer, hidden_test, randn
 
 
-def _flops(B, T, d):
-    return 4 * 2 * B * T * d * d + 2 * 2 * B * T * T * d
-
-
-def _count(attention_flops, B, T, d, H):
-    value = attention_flops(B, T, d, H)
+def _count(gpt_flops_per_token, *sizes):
+    value = gpt_flops_per_token(*sizes)
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         value = value.item()
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        raise Hint(f"attention_flops should return a number, got {type(value).__name__}")
+        raise Hint(f"gpt_flops_per_token should return a number, got {type(value).__name__}")
     return value
 
 
 # ---------------------------------------------------------------- ex-10-flops
+# The count per token of chapter 9's GPT; the small sizes are measured with PyTorch's FLOP
+# counter. The first test is the exercise's main value test (the scorer's main-value rule).
 
 
-@hidden_test("ex-10-flops", "sizes the self-check does not use (T = 1, head_dim = 1, long sequences)")
+@hidden_test("ex-10-flops", "GPTs the self-check does not measure (one layer, one token, wide, long)", weight=2)
 def flops_other_sizes(ns):
-    attention_flops = answer(ns, "attention_flops")
-    for B, T, d, H in ((1, 1, 8, 2), (4, 3, 6, 6), (2, 4096, 64, 4), (5, 2, 1536, 24), (1, 131072, 4096, 32)):
-        value, expected = _count(attention_flops, B, T, d, H), _flops(B, T, d)
+    from attention_book.checks.ch10 import _flops_diagnosis, gpt_flops_reference, measured_gpt_flops
+
+    gpt_flops_per_token = answer(ns, "gpt_flops_per_token")
+    for L, d, H, V, T in ((1, 8, 2, 11, 3), (4, 16, 4, 20, 1), (2, 40, 5, 33, 12)):
+        value, expected = _count(gpt_flops_per_token, L, d, H, V, T), measured_gpt_flops(L, d, H, V, T)
         if not math.isclose(float(value), expected, rel_tol=1e-9):
-            raise Hint(f"for B={B}, T={T}, d={d}, H={H} expected {expected:,} FLOPs, got {value:,}: write the "
-                       "general formula in B, T and d (four projections of 2*B*T*d*d, two T x T products "
-                       "of 2*B*T*T*d), not numbers that fit the self-check's cases")
+            raise Hint(_flops_diagnosis(value, L, d, H, V, T) or (
+                f"for n_layer={L}, d_model={d}, vocab_size={V}, num_tokens={T} the FLOP counter measures a "
+                "different count: every product of a block, all T x T score pairs, and the output layer"))
+    for L, d, H, V, T in ((48, 1600, 25, 50_257, 1024), (32, 4096, 32, 32_000, 131_072)):
+        value = _count(gpt_flops_per_token, L, d, H, V, T)
+        if not math.isclose(float(value), gpt_flops_reference(L, d, V, T), rel_tol=1e-9):
+            raise Hint(f"for n_layer={L}, d_model={d}, vocab_size={V}, num_tokens={T}: write the count as a formula "
+                       "(the small GPTs pass, large ones do not)")
 
 
-@hidden_test("ex-10-flops", "counted without the course package's own cost functions", guard=True)
-def flops_without_package(student, reference):
-    if "attention_book" in student.source:
-        raise Hint("write the count yourself: the answer must not use attention_book's own cost functions")
-    answer(RemoteNamespace(student), "attention_flops")
+@hidden_test("ex-10-flops", "the count does not depend on the number of heads", guard=True)
+def flops_heads(ns):
+    gpt_flops_per_token = answer(ns, "gpt_flops_per_token")
+    if len({_count(gpt_flops_per_token, 3, 48, H, 70, 9) for H in (1, 2, 4, 8, 16)}) != 1:
+        raise Hint("the count changes with the number of heads: H heads of d / H columns cost what one head of "
+                   "d columns costs")
+
 
 # ---------------------------------------------------------------- ex-10-kv-step
 
@@ -104,31 +111,43 @@ def kv_large_float64(ns):
 
 
 # ---------------------------------------------------------------- ex-10-chunk-mask
+# Find the bug: the given code hands the book's mask (True = hidden) to SDPA (True = takes part).
+# The first test is the exercise's main value test (the scorer's main-value rule).
 
 
-def _chunk_mask(student, reference, num_new, num_cached):
-    got = student.call("chunk_mask", num_new, num_cached)
-    want = reference.call("chunk_mask", num_new, num_cached)
-    shape = (num_new, num_cached + num_new)
-    if not isinstance(got, torch.Tensor) or tuple(got.shape) != shape:
-        found = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
-        raise Hint(f"chunk_mask({num_new}, {num_cached}) must have shape {shape}, got {found}")
-    if got.dtype != torch.bool:
-        raise Hint(f"the mask must be boolean (True = hidden), got {got.dtype}")
-    if not torch.equal(got, want):
-        raise Hint(f"chunk_mask({num_new}, {num_cached}) hides the wrong keys: new token i sits at position "
-                   f"num_cached + i, so it sees keys 0 .. num_cached + i (torch.triu(..., diagonal=num_cached + 1))")
+def _chunk_case(ns, B, H, num_new, num_cached, hd, seed):
+    from attention_book.checks.ch10 import chunk_diagnosis, chunk_reference
+
+    attend_new_tokens = answer(ns, "attend_new_tokens")
+    total = num_new + num_cached
+    q, k, v = randn(B, H, num_new, hd, seed=seed), randn(B, H, total, hd, seed=seed + 1), randn(B, H, total, hd, seed=seed + 2)
+    got = attend_new_tokens(q, k, v)
+    want = chunk_reference(q, k, v)
+    what = f"{num_new} new tokens after {num_cached} cached ones"
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(want.shape):
+        raise Hint(f"{what}: expected an output of shape {tuple(want.shape)}")
+    if not torch.allclose(got, want, atol=1e-5):
+        raise Hint(f"{what}: " + (chunk_diagnosis(got, q, k, v) or "the output differs from causal attention"))
 
 
-@hidden_test("ex-10-chunk-mask", "sizes the self-check does not use (1 new token, long caches, no cache)")
-def chunk_other_sizes(student, reference):
-    for num_new, num_cached in ((1, 0), (1, 9), (3, 0), (4, 7), (6, 2)):
-        _chunk_mask(student, reference, num_new, num_cached)
+@hidden_test("ex-10-chunk-mask", "new tokens after a cache: 1 after 9, 4 after 7, 2 after 1", weight=2)
+def chunk_after_cache(ns):
+    for num_new, num_cached, seed in ((1, 9, 600), (4, 7, 603), (2, 1, 606)):
+        _chunk_case(ns, 2, 2, num_new, num_cached, 4, seed)
 
 
-@hidden_test("ex-10-chunk-mask", "a chunk longer than the cache")
-def chunk_long(student, reference):
-    _chunk_mask(student, reference, 9, 3)
+@hidden_test("ex-10-chunk-mask", "no cache, and a chunk longer than the cache")
+def chunk_edges(ns):
+    _chunk_case(ns, 1, 3, 3, 0, 8, 609)
+    _chunk_case(ns, 1, 1, 9, 3, 2, 612)
+
+
+@hidden_test("ex-10-chunk-mask", "the inputs stay unchanged", guard=True)
+def chunk_unchanged(ns):
+    attend_new_tokens = answer(ns, "attend_new_tokens")
+    attend_new_tokens(randn(1, 2, 2, 4, seed=615), randn(1, 2, 5, 4, seed=616), randn(1, 2, 5, 4, seed=617))
+    if attend_new_tokens.mutated:
+        raise Hint("your function changed its inputs in place; build new tensors instead")
 
 
 # ---------------------------------------------------------------- ex-10-rope

@@ -6,39 +6,27 @@ _IMPORTS = "import math\nimport torch\nimport torch.nn.functional as F\n"
 
 
 def _flops(name, body, hint, non_attempt=False):
-    code = _IMPORTS + "\ndef attention_flops(batch_size, num_tokens, d_model, num_heads):\n"
-    code += "    B, T, d, H = batch_size, num_tokens, d_model, num_heads\n" + body
+    code = _IMPORTS + "\ndef gpt_flops_per_token(n_layer, d_model, n_head, vocab_size, num_tokens):\n"
+    code += "    L, d, H, V, T = n_layer, d_model, n_head, vocab_size, num_tokens\n" + body
     return WrongAnswer(name, code, hint, non_attempt)
 
 
 FLOPS = [
-    _flops("counts-multiply-adds", "    return 4 * B * T * d * d + 2 * B * T * T * d\n",
-           "you counted multiply-adds"),
-    _flops("core-times-heads", "    return 8 * B * T * d * d + H * 4 * B * T * T * d\n",
+    _flops("counts-multiply-adds", "    return L * (12 * d * d + 2 * T * d) + d * V\n", "you counted multiply-adds"),
+    _flops("whole-sequence", "    return T * (L * (24 * d * d + 4 * T * d) + 2 * d * V)\n", "divide by the T tokens"),
+    _flops("no-attention-core", "    return L * 24 * d * d + 2 * d * V\n", "the attention core is missing"),
+    _flops("no-output-layer", "    return L * (24 * d * d + 4 * T * d)\n", "the output layer is missing"),
+    _flops("embedding-counted", "    return L * (24 * d * d + 4 * T * d) + 4 * d * V\n",
+           "the token embedding is a lookup"),
+    _flops("mlp-as-wide-as-attention", "    return L * (12 * d * d + 4 * T * d) + 2 * d * V\n",
+           "the MLP is d -> 4d -> d"),
+    _flops("three-projections", "    return L * (22 * d * d + 4 * T * d) + 2 * d * V\n", "four projections"),
+    _flops("causal-half", "    return L * (24 * d * d + 2 * (T + 1) * d) + 2 * d * V\n", "the causal half"),
+    _flops("core-times-heads", "    return L * (24 * d * d + 4 * T * d * H) + 2 * d * V\n",
            "once per head with all d columns"),
-    _flops("core-of-one-head", "    return 8 * B * T * d * d + 4 * B * T * T * (d // H)\n",
-           "for one head of d / H columns only"),
-    _flops("core-only", "    return 4 * B * T * T * d\n", "only the attention core is counted"),
-    _flops("projections-only", "    return 8 * B * T * d * d\n", "only the projections are counted"),
-    _flops("one-square-product", "    return 8 * B * T * d * d + 2 * B * T * T * d\n",
-           "only one of the two T x T products"),
-    _flops("three-projections", "    return 6 * B * T * d * d + 4 * B * T * T * d\n",
-           "out_proj (d x d) is the fourth"),
-    _flops("causal-half", "    return 8 * B * T * d * d + 4 * B * (T * (T + 1) // 2) * d\n",
-           "only the causal half"),
-    _flops("scores-swap-T-and-d", "    return 8 * B * T * d * d + 4 * B * T * d * d\n",
-           "grow like T^2"),
-    _flops("hard-coded-gpt2", "    return 43_486_543_872\n", "not numbers that fit one example"),
-    _flops("returns-zero", "    return 0\n", "expected", non_attempt=True),
-    _flops("forgets-return", "    8 * B * T * d * d + 4 * B * T * T * d\n", "forget `return`",
-           non_attempt=True),
-    WrongAnswer(
-        "uses-the-package",
-        _IMPORTS + "from attention_book.cost import attention_flops as _count\n\n"
-        "def attention_flops(batch_size, num_tokens, d_model, num_heads):\n"
-        "    return _count(batch_size, num_tokens, d_model, num_heads)\n",
-        "write your own", non_attempt=True,
-    ),
+    _flops("attention-layer-only-from-the-table", "    return 8 * d * d + 4 * T * d\n",
+           "every matrix product of a block"),
+    _flops("constant-non-attempt", "    return 0\n", "every matrix product of a block", non_attempt=True),
 ]
 
 
@@ -92,42 +80,33 @@ KV_STEP = [
 ]
 
 
-def _mask(name, body, hint, non_attempt=False):
-    code = _IMPORTS + "\ndef chunk_mask(num_new, num_cached):\n"
-    code += "    total = num_cached + num_new\n"
-    return WrongAnswer(name, code + body, hint, non_attempt)
-
-
-_ONES = "    ones = torch.ones(num_new, total, dtype=torch.bool)\n"
-
+_CHUNK = ("import torch\nimport torch.nn.functional as F\n\n\ndef attend_new_tokens(queries, keys, values):\n"
+          "    # queries (B, H, n, hd): the n newest tokens; keys, values (B, H, t + n, hd)\n"
+          "    num_new, total = queries.shape[-2], keys.shape[-2]\n"
+          "    hidden = torch.ones(num_new, total, dtype=torch.bool).triu(total - num_new + 1)\n")
 CHUNK_MASK = [
-    _mask("upper-left", _ONES + "    return torch.triu(ones, diagonal=1)\n",
-          "aligned to the upper left"),
-    _mask("true-means-visible", _ONES + "    return ~torch.triu(ones, diagonal=num_cached + 1)\n",
-          "True must mean hidden"),
-    _mask("hides-itself", _ONES + "    return torch.triu(ones, diagonal=num_cached)\n",
-          "does not see itself"),
-    _mask("sees-the-next-token", _ONES + "    return torch.triu(ones, diagonal=num_cached + 2)\n",
-          "sees the token after it"),
-    _mask("new-tokens-only",
-          "    ones = torch.ones(num_new, num_new, dtype=torch.bool)\n"
-          "    return torch.triu(ones, diagonal=1)\n", "must also cover"),
-    _mask("transposed",
-          "    ones = torch.ones(total, num_new, dtype=torch.bool)\n"
-          "    return torch.tril(ones, diagonal=-(num_cached + 1))\n", "transposed"),
-    _mask("float-mask",
-          "    ones = torch.ones(num_new, total)\n"
-          "    return torch.triu(ones, diagonal=num_cached + 1)\n", "return a bool tensor"),
-    _mask("last-rows-of-a-square-mask-off-by-one",
-          "    square = torch.triu(torch.ones(total, total, dtype=torch.bool), diagonal=1)\n"
-          "    return square[num_cached - 1:total - 1]\n", "expected shape"),
-    _mask("hard-coded-example",
-          "    return torch.tensor([[False, False, False, False, False, True, True],\n"
-          "                         [False, False, False, False, False, False, True],\n"
-          "                         [False, False, False, False, False, False, False]])\n",
-          "expected shape"),
-    _mask("hides-nothing", "    return torch.zeros(num_new, total, dtype=torch.bool)\n",
-          "nothing is hidden", non_attempt=True),
+    WrongAnswer("the-given-bug-book-mask-in-sdpa",
+                _CHUNK + "    return F.scaled_dot_product_attention(queries, keys, values, attn_mask=hidden)\n",
+                "the mask means the opposite in SDPA"),
+    WrongAnswer("is-causal-upper-left",
+                _CHUNK + "    return F.scaled_dot_product_attention(queries, keys, values, is_causal=True)\n",
+                "aligns the causal mask to the upper left"),
+    WrongAnswer("no-mask",
+                _CHUNK + "    return F.scaled_dot_product_attention(queries, keys, values)\n", "nothing is hidden"),
+    WrongAnswer("diagonal-off-by-one",
+                _CHUNK + "    allowed = ~torch.ones(num_new, total, dtype=torch.bool).triu(total - num_new)\n"
+                "    return F.scaled_dot_product_attention(queries, keys, values, attn_mask=allowed)\n",
+                "does not see itself"),
+    WrongAnswer("sees-the-next-token",
+                _CHUNK + "    allowed = ~torch.ones(num_new, total, dtype=torch.bool).triu(total - num_new + 2)\n"
+                "    return F.scaled_dot_product_attention(queries, keys, values, attn_mask=allowed)\n",
+                "sees the token after it"),
+    WrongAnswer("upper-left-inverted-by-hand",
+                _CHUNK + "    allowed = torch.ones(num_new, total, dtype=torch.bool).tril()\n"
+                "    return F.scaled_dot_product_attention(queries, keys, values, attn_mask=allowed)\n",
+                "aligns the causal mask to the upper left"),
+    WrongAnswer("values-non-attempt", _CHUNK + "    return values[..., -num_new:, :].clone()\n",
+                "differs from causal attention", non_attempt=True),
 ]
 
 
@@ -353,4 +332,17 @@ def fused_attention(query, key, value, key_padding_mask=None, causal=False,
 ''',
 }
 WRONG_ANSWERS["ex-10-sdpa"] = SDPA
-CORRECT_ANSWERS = {"ex-10-sdpa": SDPA_CORRECT}
+CHUNK_CORRECT = {
+    "inverted": _CHUNK + "    return F.scaled_dot_product_attention(queries, keys, values, attn_mask=~hidden)\n",
+    "causal-lower-right": "import torch.nn.functional as F\nfrom torch.nn.attention.bias import causal_lower_right\n\n\n"
+                          "def attend_new_tokens(queries, keys, values):\n"
+                          "    bias = causal_lower_right(queries.shape[-2], keys.shape[-2])\n"
+                          "    return F.scaled_dot_product_attention(queries, keys, values, attn_mask=bias)\n",
+    "by-hand-with-positions": "import torch\n\n\ndef attend_new_tokens(queries, keys, values):\n"
+                              "    n, total = queries.shape[-2], keys.shape[-2]\n"
+                              "    position = torch.arange(total - n, total)[:, None]  # where each new token sits\n"
+                              "    later = torch.arange(total)[None, :] > position\n"
+                              "    scores = queries @ keys.mT / queries.shape[-1] ** 0.5\n"
+                              '    return torch.softmax(scores.masked_fill(later, float("-inf")), dim=-1) @ values\n',
+}
+CORRECT_ANSWERS = {"ex-10-sdpa": SDPA_CORRECT, "ex-10-chunk-mask": CHUNK_CORRECT}

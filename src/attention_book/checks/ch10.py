@@ -1,9 +1,13 @@
 """Self-checks for chapter 10 (attention at scale).
 
-* :func:`flops` - ``ex-10-flops``: the FLOPs of one multi-head attention forward pass.
+* :func:`flops` - ``ex-10-flops``: the FLOPs per token of a forward pass of chapter 9's GPT,
+  against PyTorch's FLOP counter.
 * :func:`kv_step` - ``ex-10-kv-step``: one decoding step with a KV cache.
-* :func:`chunk_mask` - ``ex-10-chunk-mask``: the lower-right causal mask of new tokens that
-  attend to cached ones (checked on many sizes and by chunked decoding).
+* :func:`chunk_mask` - ``ex-10-chunk-mask``: find the bug: new tokens after a cache, their
+  lower-right mask handed to SDPA in the book's convention (checked on many sizes and by chunked
+  decoding).
+* :func:`sdpa` - ``ex-10-sdpa``: the core replaced by ``F.scaled_dot_product_attention``
+  (masks inverted and combined, padding broadcast, scale, dropout in training only).
 * :func:`rope` - ``ex-10-rope``: rotary position embeddings (pairs of neighbours turned by
   position times frequency; scores that depend on the offset only).
 * :func:`gqa` - ``ex-10-gqa``: causal grouped-query attention (query head ``h`` reads key/value
@@ -23,47 +27,59 @@ __all__ = ["flops", "kv_step", "chunk_mask", "rope", "gqa", "sdpa"]
 
 
 # ---------------------------------------------------------------- ex-10-flops
-def _projections(B, T, d):
-    return 4 * 2 * B * T * d * d
+# The FLOPs per token of a whole forward pass of chapter 9's GPT, counted by the learner as a
+# formula and measured here with PyTorch's FLOP counter (torch.utils.flop_counter) on a real
+# GPT: matrix products only (2 FLOPs per multiply-add), every one of the T x T score pairs.
 
 
-def _core(B, T, d):
-    return 2 * 2 * B * T * T * d
+def gpt_flops_reference(n_layer, d_model, vocab_size, num_tokens):
+    """Per token: each block 24 d^2 (q, k, v, out_proj: 8 d^2; MLP: 16 d^2) + 4 T d (scores and
+    context over all T keys), then the output layer 2 d V."""
+    d, T = d_model, num_tokens
+    return n_layer * (24 * d * d + 4 * T * d) + 2 * d * vocab_size
 
 
-def _reference_flops(B, T, d, H):
-    return _projections(B, T, d) + _core(B, T, d)
+def measured_gpt_flops(n_layer, d_model, n_head, vocab_size, num_tokens, batch_size=2):
+    """FLOPs per token of one forward pass of ``attention_book.gpt.GPT``, counted by PyTorch."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from ..gpt import GPT, GPTConfig
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = GPT(GPTConfig(vocab_size=vocab_size, context_length=max(num_tokens, 2), d_model=d_model,
+                              n_layer=n_layer, n_head=n_head)).eval()
+        ids = torch.randint(0, vocab_size, (batch_size, num_tokens))
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(ids)
+    return counter.get_total_flops() / (batch_size * num_tokens)
 
 
-# the chapter's GPT-2 sizes, small odd sizes, one token, a wide model
-_FLOP_CASES = [(1, 6, 4, 2), (2, 10, 12, 3), (8, 1024, 768, 12), (3, 7, 5, 1),
-               (1, 1, 8, 2), (5, 2, 1536, 24)]
-
-
-def _flops_diagnosis(answer, B, T, d, H) -> str:
+def _flops_diagnosis(answer, L, d, H, V, T) -> str:
     """A hint when ``answer`` equals a typical wrong count, else an empty string."""
-    proj, core = _projections(B, T, d), _core(B, T, d)
-    causal_core = 2 * 2 * B * (T * (T + 1) // 2) * d
+    blocks, core, head = L * 24 * d * d, L * 4 * T * d, 2 * d * V
     wrong = [
-        ((proj + core) / 2, "your count is half the expected one: you counted multiply-adds. "
+        ((blocks + core + head) / 2, "your count is half the measured one: you counted multiply-adds. "
          "A multiply-add is 2 FLOPs, so an (m, n) @ (n, p) product costs 2 * m * n * p"),
-        (proj + H * core, "the attention core is counted once per head with all d columns: each "
-         "of the H heads has only d / H columns, so together the heads cost as much as one head "
-         "of d columns (2 * B * T^2 * d per product), whatever H is"),
-        (proj + core / H, "the attention core is counted for one head of d / H columns only: "
-         "there are H such heads, together 2 * B * T^2 * d per product"),
-        (core, "only the attention core is counted: add the four projections W_query, W_key, "
-         "W_value and out_proj, each 2 * B * T * d * d"),
-        (proj, "only the projections are counted: add Q K^T and weights @ V, each "
-         "2 * B * T^2 * d"),
-        (proj + core / 2, "only one of the two T x T products is counted: the scores Q K^T and "
-         "the context weights @ V each cost 2 * B * T^2 * d"),
-        (3 * proj / 4 + core, "three projections are counted: out_proj (d x d) is the fourth"),
-        (proj + 4 * B * T * d * d, "the T x T products are counted like the projections "
-         "(T * d * d): the scores (T, d/H) @ (d/H, T) of a head cost 2 * T * T * d/H, so both "
-         "products together grow like T^2: 4 * B * T^2 * d"),
-        (proj + causal_core, "you counted only the causal half of the T x T pairs: the exercise "
-         "asks for all T * T pairs (MultiHeadAttention computes every score before masking)"),
+        ((blocks + core + head) * T, "that is the count of a whole sequence: divide by the T tokens "
+         "(the question is per token)"),
+        (blocks + head, "the attention core is missing: the scores and the weighted sum each cost "
+         "2 * T * d per token and layer (a query against all T keys), 4 * T * d together"),
+        (blocks + core, "the output layer is missing: lm_head turns each token's d numbers into V "
+         "scores, 2 * d * V FLOPs (its weight is tied to the embedding, but it still computes)"),
+        (blocks + core + head + 2 * d * V, "the token embedding is a lookup, not a product: count "
+         "only lm_head's 2 * d * V"),
+        (L * 12 * d * d + core + head, "the MLP is d -> 4d -> d: two products of 2 * d * 4d each, "
+         "16 * d^2 per token, besides the 8 * d^2 of the four attention projections"),
+        (L * 18 * d * d + core + head, "the MLP's hidden layer is 4d wide: 16 * d^2 per token, not 10"),
+        (L * 22 * d * d + core + head, "four projections in attention: W_query, W_key, W_value and "
+         "out_proj, 2 * d * d each"),
+        (blocks + L * 2 * (T + 1) * d + head, "you counted the causal half of the score pairs: "
+         "the model computes all T x T scores before it masks them, 4 * T * d per token and layer"),
+        (blocks + core * H + head, "the attention core is counted once per head with all d columns: "
+         "H heads of d / H columns cost what one head of d columns costs"),
+        (blocks + core / H + head, "the attention core is counted for one head only: H heads of "
+         "d / H columns together cost 4 * T * d per token and layer"),
     ]
     for value, hint in wrong:
         if math.isclose(float(answer), float(value), rel_tol=1e-9):
@@ -71,42 +87,55 @@ def _flops_diagnosis(answer, B, T, d, H) -> str:
     return ""
 
 
-@register("ex-10-flops", "Count the FLOPs")
-def flops(attention_flops):
-    """Check ``attention_flops(batch_size, num_tokens, d_model, num_heads) -> int``."""
+#: (n_layer, d_model, n_head, vocab_size, num_tokens): small GPTs the counter measures
+_FLOP_CASES = [(2, 32, 4, 50, 16), (3, 48, 6, 100, 8), (1, 16, 2, 30, 1), (2, 24, 3, 64, 20)]
 
-    def number(B, T, d, H):
-        answer = attention_flops(B, T, d, H)
+
+@register("ex-10-flops", "FLOPs per token of a GPT")
+def flops(gpt_flops_per_token):
+    """Check ``gpt_flops_per_token(n_layer, d_model, n_head, vocab_size, num_tokens)`` against
+    PyTorch's FLOP counter on chapter 9's GPT."""
+
+    def number(*sizes):
+        answer = gpt_flops_per_token(*sizes)
         if isinstance(answer, torch.Tensor) and answer.numel() == 1:
             answer = answer.item()
         if not isinstance(answer, numbers.Real) or isinstance(answer, bool):
-            raise Hint(f"attention_flops should return a number, got {type(answer).__name__}; "
+            raise Hint(f"gpt_flops_per_token should return a number, got {type(answer).__name__}; "
                        "did you forget `return`?")
         return answer
 
-    def case(B, T, d, H):
+    def case(L, d, H, V, T):
         def test():
-            answer = number(B, T, d, H)
-            expected = _reference_flops(B, T, d, H)
-            if math.isclose(float(answer), expected, rel_tol=1e-9):
+            answer = number(L, d, H, V, T)
+            measured = measured_gpt_flops(L, d, H, V, T)
+            if math.isclose(float(answer), measured, rel_tol=1e-9):
                 return
-            hint = _flops_diagnosis(answer, B, T, d, H)
-            raise Hint(hint or f"for B={B}, T={T}, d={d}, H={H} expected {expected:,} FLOPs, "
-                       f"got {answer:,}; count the four projections (2 * B * T * d * d each) "
-                       "and the two T x T products (2 * B * T^2 * d each), as a formula in "
-                       "B, T and d (not numbers that fit one example)")
+            raise Hint(_flops_diagnosis(answer, L, d, H, V, T) or (
+                f"for n_layer={L}, d_model={d}, n_head={H}, vocab_size={V}, num_tokens={T} PyTorch's "
+                f"FLOP counter measures {measured:,.0f} FLOPs per token, you count {answer:,}: count "
+                "every matrix product of a block (attention's projections and T x T products, the "
+                "MLP) and the output layer, as a formula (not numbers that fit one case)"))
         return test
 
-    def heads_do_not_matter():
-        counts = {H: number(2, 16, 24, H) for H in (1, 2, 3, 4, 6, 12)}
-        if len(set(counts.values())) != 1:
-            raise Hint("your count changes with the number of heads; splitting d columns into H "
-                       "heads of d / H columns does not change the number of multiply-adds")
+    def gpt2_small():
+        answer = number(12, 768, 12, 50_257, 1024)
+        if not math.isclose(float(answer), gpt_flops_reference(12, 768, 50_257, 1024), rel_tol=1e-9):
+            raise Hint(_flops_diagnosis(answer, 12, 768, 12, 50_257, 1024) or (
+                "right for the small GPTs but not for GPT-2 small's sizes: write the count as a formula "
+                "in n_layer, d_model, vocab_size and num_tokens"))
 
-    tests = [(f"B={B}, T={T}, d={d}, H={H}", case(B, T, d, H)) for B, T, d, H in _FLOP_CASES]
-    # a constant (a non-attempt) does not depend on H either: a guard
-    return tests + [Guard("the count does not depend on the number of heads",
-                          heads_do_not_matter)]
+    def heads_do_not_matter():
+        counts = {H: number(2, 24, H, 40, 10) for H in (1, 2, 3, 4, 6, 12)}
+        if len(set(counts.values())) != 1:
+            raise Hint("your count changes with the number of heads; splitting d columns into H heads "
+                       "of d / H columns does not change the number of multiply-adds")
+
+    tests = [(f"n_layer={L}, d={d}, H={H}, V={V}, T={T} (measured)", case(L, d, H, V, T))
+             for L, d, H, V, T in _FLOP_CASES]
+    return tests + [("GPT-2 small at T = 1024", gpt2_small),
+                    # a constant (a non-attempt) does not depend on H either: a guard
+                    Guard("the count does not depend on the number of heads", heads_do_not_matter)]
 
 
 # ---------------------------------------------------------------- ex-10-kv-step
@@ -251,113 +280,104 @@ def kv_step(decode_step):
 
 
 # ---------------------------------------------------------------- ex-10-chunk-mask
-def _reference_chunk_mask(num_new: int, num_cached: int) -> torch.Tensor:
-    ones = torch.ones(num_new, num_cached + num_new, dtype=torch.bool)
-    return torch.triu(ones, diagonal=num_cached + 1)
+# Find the bug: new tokens after a KV cache need the lower-right causal mask, and the given code
+# builds it right, in the book's convention (True = hidden), then hands it to SDPA, whose
+# boolean attn_mask is True where a key *takes part*: each new token attends only to the keys
+# after it (and the last one to nothing). The fix inverts the mask (or uses causal_lower_right).
 
 
-_CHUNK_CASES = [(3, 4), (4, 0), (2, 1), (5, 7)]  # num_new = 1: a guard below
+def chunk_reference(queries, keys, values):
+    """Causal attention of the last ``n`` tokens (the queries) over all ``t + n`` keys: the core."""
+    from ..functional import scaled_dot_product_attention
+
+    num_new, total = queries.shape[-2], keys.shape[-2]
+    hidden = torch.ones(num_new, total, dtype=torch.bool).triu(total - num_new + 1)
+    return scaled_dot_product_attention(queries, keys, values, mask=hidden)[0]
 
 
-def _chunk_diagnosis(got: torch.Tensor, num_new: int, num_cached: int) -> str:
-    ones = torch.ones(num_new, num_cached + num_new, dtype=torch.bool)
-    expected = _reference_chunk_mask(num_new, num_cached)
-    wrong = [
-        (~expected, "True must mean hidden (the book's convention): your mask is True where a "
-         "query may attend; return its negation"),
-        (torch.triu(ones, diagonal=1), "your mask is aligned to the upper left (query i sees "
-         "keys 0..i, what is_causal=True does): new token i sits at position num_cached + i, "
-         "so it sees keys 0..num_cached + i"),
-        (torch.triu(ones, diagonal=num_cached), "a new token does not see itself: the diagonal "
-         "is off by one (hide key j only when j > num_cached + i)"),
-        (torch.triu(ones, diagonal=num_cached + 2), "a new token sees the token after it: the "
-         "diagonal is off by one the other way (hide key j when j > num_cached + i)"),
-        (torch.zeros_like(ones), "nothing is hidden: a new token must not see the new tokens "
-         "after it"),
+def chunk_diagnosis(got, queries, keys, values) -> str:
+    import torch.nn.functional as F
+
+    num_new, total = queries.shape[-2], keys.shape[-2]
+    ones = torch.ones(num_new, total, dtype=torch.bool)
+    hidden = ones.triu(total - num_new + 1)
+    if torch.isnan(got).any():
+        return ("your output has NaN: a new token attends to no key at all; " + INVERTED
+                + " (the given mask hides nothing from the last token, so SDPA sees no key to attend to)")
+    candidates = [
+        (dict(attn_mask=hidden), INVERTED),
+        (dict(is_causal=True), "is_causal=True aligns the causal mask to the upper left (query i sees keys "
+         "0..i): new token i sits at position t + i and sees keys 0..t + i, the lower-right mask; "
+         "pass ~hidden (or torch.nn.attention.bias.causal_lower_right)"),
+        (dict(), "nothing is hidden: a new token must not see the new tokens after it"),
+        (dict(attn_mask=~ones.triu(total - num_new)), "a new token does not see itself: the diagonal is "
+         "off by one (hide key j only when j > t + i)"),
+        (dict(attn_mask=~ones.triu(total - num_new + 2)), "a new token sees the token after it: the diagonal "
+         "is off by one (hide key j when j > t + i)"),
     ]
-    for candidate, hint in wrong:
-        if torch.equal(got, candidate):
+    for options, hint in candidates:
+        with torch.no_grad():
+            candidate = F.scaled_dot_product_attention(queries, keys, values, **options)
+        if candidate.shape == got.shape and torch.allclose(got, candidate, atol=1e-5, equal_nan=True):
+            if options.get("attn_mask") is hidden and num_new == 1:
+                return INVERTED + " (for one new token the given mask hides nothing, so SDPA lets it see nothing)"
             return hint
     return ""
 
 
-def _as_mask(answer, num_new: int, num_cached: int) -> torch.Tensor:
-    if not isinstance(answer, torch.Tensor):
-        raise Hint(f"chunk_mask should return a torch.Tensor, got {type(answer).__name__}")
-    shape = (num_new, num_cached + num_new)
-    if answer.shape == (num_new, num_new) and num_cached:
-        raise Hint(f"the mask has shape {tuple(answer.shape)}: it must also cover the "
-                   f"{num_cached} cached keys, shape (num_new, num_cached + num_new) = {shape}")
-    if answer.shape == shape[::-1] and shape[0] != shape[1]:
-        raise Hint(f"the mask is transposed: rows are the new queries, columns all keys, shape "
-                   f"(num_new, num_cached + num_new) = {shape}")
-    if answer.shape != shape:
-        raise Hint(f"expected shape (num_new, num_cached + num_new) = {shape}, got "
-                   f"{tuple(answer.shape)}")
-    if answer.dtype != torch.bool:
-        raise Hint(f"return a bool tensor (True = hidden), got dtype {answer.dtype}; "
-                   "e.g. build it from torch.ones(..., dtype=torch.bool)")
-    return answer.cpu()
+@register("ex-10-chunk-mask", "Find the bug: a mask that means the opposite")
+def chunk_mask(attend_new_tokens):
+    """Check the fixed ``attend_new_tokens(queries, keys, values)``: the newest ``n`` tokens'
+    queries ``(B, H, n, hd)`` attend causally to all keys and values ``(B, H, t + n, hd)``."""
 
-
-@register("ex-10-chunk-mask", "A causal mask for new tokens")
-def chunk_mask(chunk_mask):
-    """Check ``chunk_mask(num_new, num_cached) -> (num_new, num_cached + num_new)`` bool."""
-
-    def shape():
-        _as_mask(chunk_mask(3, 4), 3, 4)
-
-    def case(num_new, num_cached):
-        def test():
-            got = _as_mask(chunk_mask(num_new, num_cached), num_new, num_cached)
-            if torch.equal(got, _reference_chunk_mask(num_new, num_cached)):
-                return
-            hint = _chunk_diagnosis(got, num_new, num_cached)
-            raise Hint(hint or f"for num_new={num_new}, num_cached={num_cached} the mask should "
-                       f"hide key j from new token i exactly when j > num_cached + i; got\n"
-                       f"{got.int()}")
-        return test
-
-    def no_cache_is_causal():
-        got = _as_mask(chunk_mask(5, 0), 5, 0)
-        causal = torch.triu(torch.ones(5, 5, dtype=torch.bool), diagonal=1)
-        if not torch.equal(got, causal):
-            raise Hint("with an empty cache (num_cached=0) the mask must be chapter 7's causal "
-                       "mask, torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)")
-
-    def one_new_token_sees_everything():
-        got = _as_mask(chunk_mask(1, 6), 1, 6)
-        if got.any():
-            raise Hint("one new token comes after every cached token, so it may see all of "
-                       "them and itself: its row hides nothing")
+    def case(B, H, num_new, num_cached, hd, seed, what):
+        generator = torch.Generator().manual_seed(seed)
+        total = num_cached + num_new
+        q = torch.randn(B, H, num_new, hd, generator=generator)
+        k, v = (torch.randn(B, H, total, hd, generator=generator) for _ in range(2))
+        got = attend_new_tokens(q.clone(), k.clone(), v.clone())
+        if not isinstance(got, torch.Tensor):
+            raise Hint(f"return the new tokens' outputs as a tensor, got {type(got).__name__}")
+        want = chunk_reference(q, k, v)
+        if got.shape != want.shape:
+            raise Hint(f"{what}: expected an output of shape {tuple(want.shape)} (B, H, n, hd), got "
+                       f"{tuple(got.shape)}")
+        if not torch.allclose(got, want, atol=1e-5):
+            raise Hint(f"{what}: " + (chunk_diagnosis(got, q, k, v) or (
+                "the output differs from causal attention of the new tokens: token i of the chunk sits "
+                "at position t + i and sees keys 0 .. t + i")))
 
     def chunked_decoding():
         T, hd = 9, 4
         generator = torch.Generator().manual_seed(11)
         q, k, v = (torch.randn(1, 2, T, hd, generator=generator) for _ in range(3))
-        hide = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
-        scores = (q @ k.transpose(-2, -1) / math.sqrt(hd)).masked_fill(hide, float("-inf"))
-        full = torch.softmax(scores, dim=-1) @ v
+        full = chunk_reference(q, k, v)  # no cache: one causal pass
         start = 0
         for size in (3, 1, 2, 3):
             end = start + size
-            mask = _as_mask(chunk_mask(size, start), size, start)
-            part = (q[..., start:end, :] @ k[..., :end, :].transpose(-2, -1)) / math.sqrt(hd)
-            out = torch.softmax(part.masked_fill(mask, float("-inf")), dim=-1) @ v[..., :end, :]
-            if not close(out, full[..., start:end, :], atol=1e-5):
-                raise Hint(f"decoding in chunks of 3, 1, 2, 3 tokens with your mask differs "
-                           f"from one causal pass over all {T} tokens in the chunk of tokens "
-                           f"{start}..{end - 1}: each new token must see the cached tokens, "
-                           "itself and the new tokens before it")
+            out = attend_new_tokens(q[..., start:end, :], k[..., :end, :], v[..., :end, :])
+            if not isinstance(out, torch.Tensor) or not close(out, full[..., start:end, :], atol=1e-5):
+                raise Hint(f"decoding in chunks of 3, 1, 2, 3 tokens differs from one causal pass over all "
+                           f"{T} tokens in the chunk of tokens {start}..{end - 1}: each new token sees the "
+                           "cached tokens, itself and the new tokens before it")
             start = end
 
-    tests = [Guard("a (num_new, num_cached + num_new) bool mask", shape)]
-    tests += [(f"num_new={n}, num_cached={c}", case(n, c)) for n, c in _CHUNK_CASES]
-    return tests + [
-        ("an empty cache gives the causal mask", no_cache_is_causal),
-        # an all-False mask (a non-attempt) also hides nothing here: a guard
-        Guard("one new token sees everything", one_new_token_sees_everything),
+    def unchanged():
+        generator = torch.Generator().manual_seed(12)
+        q = torch.randn(1, 2, 2, 4, generator=generator)
+        k, v = (torch.randn(1, 2, 5, 4, generator=generator) for _ in range(2))
+        copies = [t.clone() for t in (q, k, v)]
+        attend_new_tokens(*copies)
+        if not all(torch.equal(a, b) for a, b in zip(copies, (q, k, v))):
+            raise Hint("your function changed its inputs in place; build new tensors instead")
+
+    return [
+        ("3 new tokens after 4 cached ones", lambda: case(2, 2, 3, 4, 8, 0, "3 new tokens, 4 cached")),
+        ("one new token sees every key", lambda: case(2, 3, 1, 6, 4, 1, "one new token, 6 cached")),
+        ("no cache: the ordinary causal mask", lambda: case(1, 2, 5, 0, 4, 2, "5 tokens, no cache")),
+        ("a chunk longer than the cache", lambda: case(1, 1, 6, 2, 4, 3, "6 new tokens, 2 cached")),
         ("chunked decoding equals one causal pass", chunked_decoding),
+        Guard("leaves the inputs unchanged", unchanged),
     ]
 
 
