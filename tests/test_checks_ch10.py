@@ -21,6 +21,7 @@ CHECKS = {
     "ex-10-rope": (ch10.rope, ("rotate",)),
     "ex-10-gqa": (ch10.gqa, ("grouped_attention",)),
     "ex-10-sdpa": (ch10.sdpa, ("fused_attention",)),
+    "ex-10-cached-generation": (ch10.cached_generation, ("generate_cached",)),
 }
 PRELUDE = "import math\nimport torch\nimport torch.nn.functional as F\n"
 CASES = [(label, wrong) for label, answers in WRONG_ANSWERS.items() for wrong in answers]

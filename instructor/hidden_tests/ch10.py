@@ -318,3 +318,46 @@ def sdpa_unchanged(ns):
                     key_padding_mask=torch.tensor([[False, False, True], [False] * 3]), causal=True)
     if fused_attention.mutated:
         raise Hint("your function changed its inputs in place; build new tensors instead")
+
+
+# ---------------------------------------------------------------- ex-10-cached-generation
+# The learner's cached greedy loop on small seeded GPTs (probe "ch10.generate-cached"), against
+# generation without a cache computed here on the same GPT. The first test is the exercise's
+# main value test (the scorer's main-value rule); the second checks the caching itself.
+
+
+def _generation(student, sizes, seed, B, P, n):
+    from attention_book.checks.ch10 import cache_test_model, greedy_without_cache
+
+    if not student.has("generate_cached"):
+        raise Hint("`generate_cached` is not defined: run the cell that defines it (and keep its name)")
+    prompt = torch.randint(0, sizes.get("vocab_size", 40), (B, P), generator=torch.Generator().manual_seed(seed + 50))
+    got, rows = student.probe("ch10.generate-cached", sizes=sizes, seed=seed, prompt=prompt, max_new_tokens=n)
+    want = greedy_without_cache(cache_test_model(seed=seed, **sizes), prompt, n)
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(want.shape):
+        raise Hint(f"a prompt of shape {(B, P)} and {n} new tokens must give ids of shape {tuple(want.shape)}, "
+                   "the prompt followed by the new tokens")
+    if not torch.equal(got, want):
+        raise Hint("the tokens differ from greedy generation without a cache: each step must compute what a full "
+                   "forward pass computes for the last token (its position, every block with the cached keys and "
+                   "values, ln_f, lm_head)")
+    return rows
+
+
+@hidden_test("ex-10-cached-generation", "the same tokens as generating without a cache (other GPTs and prompts)",
+             weight=2)
+def generation_same_tokens(student, reference):
+    _generation(student, {"n_layer": 1, "d_model": 16, "n_head": 2, "vocab_size": 30, "context_length": 20},
+                700, 3, 2, 12)
+    _generation(student, {"n_layer": 4, "d_model": 24, "n_head": 3, "vocab_size": 50, "context_length": 12},
+                701, 1, 11, 1)
+
+
+@hidden_test("ex-10-cached-generation", "a cache: each step projects only the new token", weight=2)
+def generation_caches(student, reference):
+    sizes = {"n_layer": 2, "d_model": 16, "n_head": 4, "vocab_size": 30, "context_length": 24}
+    B, P, n = 2, 4, 12
+    rows = _generation(student, sizes, 702, B, P, n)
+    if not isinstance(rows, int) or rows > B * (P + n) * sizes["n_layer"]:
+        raise Hint("the key projections read every earlier token again at each step: project only the new token "
+                   "and take the earlier keys and values from the cache")

@@ -346,3 +346,115 @@ CHUNK_CORRECT = {
                               '    return torch.softmax(scores.masked_fill(later, float("-inf")), dim=-1) @ values\n',
 }
 CORRECT_ANSWERS = {"ex-10-sdpa": SDPA_CORRECT, "ex-10-chunk-mask": CHUNK_CORRECT}
+
+
+# ---------------------------------------------------------------- ex-10-cached-generation
+_GENERATE = open(__file__.replace("ch10.py", "_generate_cached.py")).read()
+
+
+def _generate(name, *replacements, hint, non_attempt=False):
+    code = _GENERATE
+    for old, new in replacements:
+        assert old in code, old
+        code = code.replace(old, new)
+    return WrongAnswer(name, code, hint, non_attempt)
+
+
+_POSITIONS = "positions = torch.arange(position, position + T, device=ids.device)"
+_MASK = "hidden = torch.ones(T, total, dtype=torch.bool, device=ids.device).triu(total - T + 1)"
+CACHED_GENERATION = [
+    _generate("no-cache-full-forward", ("@torch.no_grad()\ndef generate_cached(model, ids, max_new_tokens):",
+                                        "@torch.no_grad()\ndef generate_cached(model, ids, max_new_tokens):\n"
+                                        "    for _ in range(max_new_tokens):\n"
+                                        "        next_id = model(ids)[:, -1].argmax(dim=-1, keepdim=True)\n"
+                                        "        ids = torch.cat([ids, next_id], dim=1)\n"
+                                        "    return ids\n\n\ndef unused(model, ids, max_new_tokens):"),
+              hint="each step must project only the new token"),
+    _generate("positions-restart", (_POSITIONS, "positions = torch.arange(T, device=ids.device)"),
+              hint="every step gives the new token position 0"),
+    _generate("prefill-without-mask", ("            " + _MASK + "\n", ""), ("scores = (q @ k.transpose(-2, -1) / hd ** 0.5).masked_fill(hidden, float(\"-inf\"))",
+                                                            "scores = q @ k.transpose(-2, -1) / hd ** 0.5"),
+              hint="the prompt's tokens see each other without the causal mask"),
+    _generate("no-final-norm", ("logits = model.lm_head(model.ln_f(x[:, -1]))", "logits = model.lm_head(x[:, -1])"),
+              hint="the final layer norm is missing"),
+    _generate("upper-left-mask", (_MASK, "hidden = torch.ones(T, total, dtype=torch.bool, device=ids.device).triu(1)"),
+              hint="aligned to the upper left"),
+    _generate("new-tokens-only", ("    return out\n", "    return out[:, ids.shape[1]:]\n"),
+              hint="return the prompt followed by the new tokens"),
+    _generate("cache-not-kept", ("            cache[index] = (k, v)\n", ""),
+              hint="the tokens differ from generation without a cache"),
+    _generate("prompt-non-attempt", ("@torch.no_grad()\ndef generate_cached(model, ids, max_new_tokens):",
+                                     "@torch.no_grad()\ndef generate_cached(model, ids, max_new_tokens):\n"
+                                     "    return torch.cat([ids, ids.new_zeros(ids.shape[0], max_new_tokens)], dim=1)\n"
+                                     "\n\ndef unused(model, ids, max_new_tokens):"),
+              hint="the tokens differ from generation without a cache", non_attempt=True),
+]
+WRONG_ANSWERS["ex-10-cached-generation"] = CACHED_GENERATION
+CORRECT_ANSWERS["ex-10-cached-generation"] = {
+    "sdpa-and-lists": '''import torch
+import torch.nn.functional as F
+
+
+def generate_cached(model, ids, max_new_tokens):
+    """Keys and values kept as lists of per-step tensors; SDPA for the core."""
+    keys = [[] for _ in model.blocks]
+    values = [[] for _ in model.blocks]
+    out, step_ids = ids, ids
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            start = out.shape[1] - step_ids.shape[1]
+            T = step_ids.shape[1]
+            x = model.token_embedding(step_ids) + model.position_embedding(torch.arange(start, start + T))
+            for block, k_list, v_list in zip(model.blocks, keys, values):
+                attn = block.attn
+                h = block.ln_1(x)
+                q, k, v = (lin(h).unflatten(-1, (attn.num_heads, -1)).transpose(1, 2)
+                           for lin in (attn.W_query, attn.W_key, attn.W_value))
+                k_list.append(k)
+                v_list.append(v)
+                k_all, v_all = torch.cat(k_list, dim=2), torch.cat(v_list, dim=2)
+                if T > 1:  # the prompt: causal among itself (nothing is cached yet)
+                    ctx = F.scaled_dot_product_attention(q, k_all, v_all, is_causal=True)
+                else:  # one new token sees everything before it
+                    ctx = F.scaled_dot_product_attention(q, k_all, v_all)
+                x = x + attn.out_proj(ctx.transpose(1, 2).flatten(2))
+                x = x + block.mlp(block.ln_2(x))
+            step_ids = model.lm_head(model.ln_f(x[:, -1:])).argmax(-1)
+            out = torch.cat([out, step_ids], dim=1)
+    return out
+''',
+    "preallocated-cache": '''import torch
+
+
+def generate_cached(model, ids, max_new_tokens):
+    B, P = ids.shape
+    total = P + max_new_tokens
+    attn0 = model.blocks[0].attn
+    shape = (len(model.blocks), B, attn0.num_heads, total, attn0.head_dim)
+    K, V = torch.zeros(shape), torch.zeros(shape)  # filled as we go
+    out = torch.empty(B, total, dtype=ids.dtype)
+    out[:, :P] = ids
+    filled, step = 0, ids
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            T = step.shape[1]
+            x = model.token_embedding(step) + model.position_embedding(torch.arange(filled, filled + T))
+            for layer, block in enumerate(model.blocks):
+                attn, h = block.attn, block.ln_1(x)
+                q = attn.W_query(h).view(B, T, attn.num_heads, -1).transpose(1, 2)
+                K[layer, :, :, filled:filled + T] = attn.W_key(h).view(B, T, attn.num_heads, -1).transpose(1, 2)
+                V[layer, :, :, filled:filled + T] = attn.W_value(h).view(B, T, attn.num_heads, -1).transpose(1, 2)
+                k, v = K[layer, :, :, :filled + T], V[layer, :, :, :filled + T]
+                key_pos = torch.arange(filled + T)[None, :]
+                query_pos = torch.arange(filled, filled + T)[:, None]
+                s = (q @ k.mT) / q.shape[-1] ** 0.5
+                s = torch.where(key_pos > query_pos, float("-inf"), s)
+                x = x + attn.out_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, -1))
+                x = x + block.mlp(block.ln_2(x))
+            filled += T
+            nxt = model.lm_head(model.ln_f(x))[:, -1].argmax(-1)
+            out[:, filled] = nxt
+            step = nxt[:, None]
+    return out
+''',
+}

@@ -6,6 +6,9 @@
 * :func:`chunk_mask` - ``ex-10-chunk-mask``: find the bug: new tokens after a cache, their
   lower-right mask handed to SDPA in the book's convention (checked on many sizes and by chunked
   decoding).
+* :func:`cached_generation` - ``ex-10-cached-generation``: greedy generation for chapter 9's GPT
+  with a KV cache written by the learner around the model's parts: the same tokens as
+  generating without a cache, each step projecting only the new token.
 * :func:`sdpa` - ``ex-10-sdpa``: the core replaced by ``F.scaled_dot_product_attention``
   (masks inverted and combined, padding broadcast, scale, dropout in training only).
 * :func:`rope` - ``ex-10-rope``: rotary position embeddings (pairs of neighbours turned by
@@ -21,9 +24,9 @@ import numbers
 
 import torch
 
-from .core import Guard, Hint, answer_source, calls, close, register
+from .core import VALUES_FIRST, Guard, Hint, answer_source, calls, close, register
 
-__all__ = ["flops", "kv_step", "chunk_mask", "rope", "gqa", "sdpa"]
+__all__ = ["flops", "kv_step", "chunk_mask", "rope", "gqa", "sdpa", "cached_generation"]
 
 
 # ---------------------------------------------------------------- ex-10-flops
@@ -848,4 +851,162 @@ def sdpa(fused_attention):
         ("training=True: weights dropped with p, the rest scaled by 1 / (1 - p)", train_dropout),
         Guard("calls F.scaled_dot_product_attention", uses_sdpa),
         Guard("leaves the inputs unchanged", unchanged),
+    ]
+
+
+# ---------------------------------------------------------------- ex-10-cached-generation
+# Greedy generation for chapter 9's GPT with the learner's own KV cache, written around the
+# model's parts (token_embedding, position_embedding, blocks with ln_1, attn, ln_2, mlp, ln_f,
+# lm_head). Checked from the outside: the same tokens as generating without a cache, and a
+# forward hook on the key projections counts the rows each call projects.
+
+
+def cache_test_model(n_layer=2, d_model=32, n_head=4, vocab_size=40, context_length=24, seed=0):
+    """A small GPT whose logits are far apart (weights scaled up), so greedy has no ties."""
+    from ..gpt import GPT, GPTConfig
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = GPT(GPTConfig(vocab_size=vocab_size, context_length=context_length, d_model=d_model,
+                              n_layer=n_layer, n_head=n_head)).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(8.0)
+    return model
+
+
+@torch.no_grad()
+def greedy_without_cache(model, ids, max_new_tokens):
+    """The reference: a full forward pass over the whole text for every new token."""
+    for _ in range(max_new_tokens):
+        next_id = model(ids)[:, -1].argmax(dim=-1, keepdim=True)
+        ids = torch.cat([ids, next_id], dim=1)
+    return ids
+
+
+@torch.no_grad()
+def cached_variant(model, ids, max_new_tokens, restart_positions=False, prefill_causal=True,
+                   final_norm=True, upper_left=False):
+    """Cached greedy generation; the keywords make one classic mistake (for the hints)."""
+    cache = [None] * len(model.blocks)
+    out, new_ids, position = ids, ids, 0
+    for _ in range(max_new_tokens):
+        T = new_ids.shape[1]
+        start = 0 if restart_positions else position
+        x = model.token_embedding(new_ids) + model.position_embedding(torch.arange(start, start + T))
+        for index, block in enumerate(model.blocks):
+            attn, h = block.attn, block.ln_1(x)
+            B, H, hd = h.shape[0], attn.num_heads, attn.head_dim
+            q, k, v = (layer(h).view(B, T, H, hd).transpose(1, 2)
+                       for layer in (attn.W_query, attn.W_key, attn.W_value))
+            if cache[index] is not None:
+                k, v = torch.cat([cache[index][0], k], dim=2), torch.cat([cache[index][1], v], dim=2)
+            cache[index] = (k, v)
+            total = k.shape[2]
+            hidden = torch.ones(T, total, dtype=torch.bool).triu(1 if upper_left else total - T + 1)
+            scores = q @ k.transpose(-2, -1) / hd ** 0.5
+            if prefill_causal:
+                scores = scores.masked_fill(hidden, float("-inf"))
+            context = torch.softmax(scores, dim=-1) @ v
+            x = x + attn.out_proj(context.transpose(1, 2).reshape(B, T, H * hd))
+            x = x + block.mlp(block.ln_2(x))
+        last = model.ln_f(x[:, -1]) if final_norm else x[:, -1]
+        next_id = model.lm_head(last).argmax(dim=-1, keepdim=True)
+        out, new_ids, position = torch.cat([out, next_id], dim=1), next_id, position + T
+    return out
+
+
+_CACHE_MISTAKES = (
+    (dict(restart_positions=True), "every step gives the new token position 0: token t sits at position t "
+     "(the prompt's length plus the tokens generated so far), so add position_embedding(t)"),
+    (dict(prefill_causal=False), "the prompt's tokens see each other without the causal mask: the first step "
+     "reads the whole prompt at once and needs the mask (the lower-right one, which for the prompt is the "
+     "ordinary causal mask)"),
+    (dict(final_norm=False), "the final layer norm is missing: the GPT applies model.ln_f to the stream "
+     "before model.lm_head"),
+    (dict(upper_left=True), "the causal mask is aligned to the upper left (is_causal=True does that): the new "
+     "token sits after every cached one and must see all of them, the lower-right mask"),
+)
+
+
+def count_key_rows(model):
+    """A forward hook on every block's W_key that adds up the rows (tokens) it projects."""
+    counted = [0]
+
+    def hook(module, inputs, output):
+        counted[0] += output.shape[:-1].numel()
+
+    handles = [block.attn.W_key.register_forward_hook(hook) for block in model.blocks]
+    return counted, handles
+
+
+@register("ex-10-cached-generation", "Cache the GPT: generation with a KV cache")
+def cached_generation(generate_cached):
+    """Check ``generate_cached(model, ids, max_new_tokens) -> (B, P + max_new_tokens)`` ids."""
+
+    def run(model, ids, n):
+        with torch.random.fork_rng(devices=[]):
+            out = generate_cached(model, ids.clone(), n)
+        if not isinstance(out, torch.Tensor):
+            raise Hint(f"return the ids as a tensor, got {type(out).__name__}")
+        return out.detach()
+
+    def same_tokens(P, n, seed, **sizes):
+        model = cache_test_model(seed=seed, **sizes)
+        generator = torch.Generator().manual_seed(seed + 1)
+        ids = torch.randint(0, model.config.vocab_size, (2, P), generator=generator)
+        got, want = run(model, ids, n), greedy_without_cache(model, ids, n)
+        if got.shape == (2, n) and torch.equal(got, want[:, P:]):
+            raise Hint("return the prompt followed by the new tokens, (B, P + max_new_tokens), as the "
+                       "generation loops of chapter 9 do")
+        if got.shape != want.shape:
+            raise Hint(f"a prompt (2, {P}) and {n} new tokens must give ids of shape {tuple(want.shape)}, "
+                       f"got {tuple(got.shape)}")
+        if torch.equal(got, want):
+            return
+        for keywords, hint in _CACHE_MISTAKES:
+            if torch.equal(got, cached_variant(model, ids, n, **keywords)):
+                raise Hint(hint)
+        first = int((got != want).any(dim=0).float().argmax())
+        raise Hint(f"the tokens differ from generation without a cache from position {first} on: each step "
+                   "must compute what a full forward pass computes for the last token: embeddings at the "
+                   "right position, every block with the cached keys and values of all earlier tokens, ln_f, "
+                   "lm_head, argmax")
+
+    def projects_new_tokens_only():
+        model = cache_test_model(seed=5)
+        P, n = 6, 8
+        ids = torch.randint(0, model.config.vocab_size, (2, P), generator=torch.Generator().manual_seed(6))
+        counted, handles = count_key_rows(model)
+        try:
+            got = run(model, ids, n)
+        finally:
+            for handle in handles:
+                handle.remove()
+        if got.shape != (2, P + n) or not torch.equal(got, greedy_without_cache(model, ids, n)):
+            raise Hint(VALUES_FIRST)
+        layers = len(model.blocks)
+        most = 2 * (P + n) * layers  # the prompt once, then one new token per step
+        if counted[0] > most:
+            full = 2 * sum(range(P, P + n)) * layers
+            raise Hint(f"the key projections read {counted[0]} token rows (without a cache: {full}; with one: at "
+                       f"most {most}): each step must project only the new token and take the earlier keys "
+                       "and values from the cache")
+
+    def unchanged():
+        model = cache_test_model(seed=7)
+        before = {name: p.detach().clone() for name, p in model.named_parameters()}
+        ids = torch.randint(0, 40, (1, 3), generator=torch.Generator().manual_seed(8))
+        mine = ids.clone()
+        run(model, mine, 4)
+        changed = [name for name, p in model.named_parameters() if not torch.equal(p.detach(), before[name])]
+        if changed or not torch.equal(mine, ids):
+            raise Hint("your generation changed the model's parameters or the prompt: it must only read them")
+
+    return [
+        ("same tokens as without a cache (prompt of 5, 10 new)", lambda: same_tokens(5, 10, 0)),
+        ("a prompt of one token, up to the context length", lambda: same_tokens(1, 15, 2, context_length=16)),
+        ("another GPT: 3 layers, 6 heads", lambda: same_tokens(4, 6, 3, n_layer=3, d_model=24, n_head=6)),
+        ("each step projects only the new token", projects_new_tokens_only),
+        Guard("leaves the model and the prompt unchanged", unchanged),
     ]

@@ -77,6 +77,7 @@ NUMBERS: Dict[str, str] = {
     "ex-10-chunk-mask": "10.6",
     "ex-10-rope": "10.7",
     "ex-10-gqa": "10.8",
+    "ex-10-cached-generation": "10.9",
 }
 # END GENERATED TABLE
 

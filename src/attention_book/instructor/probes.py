@@ -411,3 +411,23 @@ def conv1d_linear(ns, weight, bias, x):
         layers.append(layer)
     with torch.no_grad():
         return torch.cat([layer(x) for layer in layers], dim=-1)
+
+
+# ---------------------------------------------------------------- chapter 10: generation with a KV cache
+
+
+@probe("ch10.generate-cached")
+def generate_cached(ns, sizes, seed, prompt, max_new_tokens):
+    """generate_cached on a small seeded GPT (attention_book.checks.ch10.cache_test_model):
+    the ids it returns and the token rows its key projections read."""
+    from attention_book.checks.ch10 import cache_test_model, count_key_rows
+
+    answer = _answer(ns, "generate_cached")
+    model = cache_test_model(seed=seed, **sizes)
+    counted, handles = count_key_rows(model)
+    try:
+        out = answer(model, prompt.clone(), max_new_tokens)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return (out, counted[0])
