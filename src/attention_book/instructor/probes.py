@@ -373,14 +373,14 @@ def additive(ns, seed, T_q, d_q, T_k, d_k, d_h):
 
 
 @probe("ch09.block")
-def prenorm_block(ns, x, C, heads, seed):
-    """prenorm_block(x, ln_1, attn, ln_2, mlp) with seeded parts moved off their initial values;
-    the output and x as the call left it."""
+def transformer_block(ns, x, C, heads, seed, pre_norm=True):
+    """transformer_block(x, ln_1, attn, ln_2, mlp, pre_norm=...) with seeded parts moved off their
+    initial values; the output and x as the call left it."""
     import torch
 
     from attention_book.multihead import MultiHeadAttention
 
-    answer = _answer(ns, "prenorm_block")
+    answer = _answer(ns, "transformer_block")
     torch.manual_seed(seed)
     parts = [torch.nn.LayerNorm(C), MultiHeadAttention(C, C, 16, 0.0, heads, qkv_bias=True),
              torch.nn.LayerNorm(C),
@@ -393,24 +393,8 @@ def prenorm_block(ns, x, C, heads, seed):
     parts = [part.to(x.dtype).eval() for part in parts]
     x = x.clone()
     with torch.no_grad():
-        out = answer(x, *parts)
+        out = answer(x, *parts, pre_norm=pre_norm)
     return (out, x)
-
-
-@probe("ch09.conv1d-linear")
-def conv1d_linear(ns, weight, bias, x):
-    """nn.Linear layers loaded from conv1d_to_linear's pairs, applied to x and concatenated."""
-    import torch
-
-    answer = _answer(ns, "conv1d_to_linear")
-    d = weight.shape[0]
-    layers = []
-    for w, b in answer(weight.clone(), bias.clone()):
-        layer = torch.nn.Linear(d, d)
-        layer.load_state_dict({"weight": w, "bias": b})
-        layers.append(layer)
-    with torch.no_grad():
-        return torch.cat([layer(x) for layer in layers], dim=-1)
 
 
 # ---------------------------------------------------------------- chapter 10: generation with a KV cache
