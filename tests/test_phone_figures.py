@@ -163,6 +163,25 @@ def test_a_colorbar_of_several_panels_spans_them_when_stacked():
     assert bar.x0 >= max(box.x1 for box in panels)
 
 
+def test_each_panel_keeps_its_own_colorbar_beside_it_when_stacked():
+    # fig.colorbar(ax=ax) without a layout engine nests the panel and its colorbar in one grid
+    # cell: both move to the panel's new row
+    fig, axes = plt.subplots(1, 3, figsize=(10, 3.4))
+    for index, ax in enumerate(axes):
+        image = ax.imshow(torch.rand(4, 4).numpy())
+        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+        ax.set_title(f"panel {index}")
+    copy = phone(fig)
+    colorbars = [ax for ax in copy.axes if hasattr(ax, "_colorbar_info")]
+    panels = [ax for ax in copy.axes if not hasattr(ax, "_colorbar_info")]
+    assert len(colorbars) == len(panels) == 3
+    for panel in panels:
+        box = panel.get_position()
+        beside = [bar.get_position() for bar in colorbars
+                  if bar.get_position().y0 < box.y1 and bar.get_position().y1 > box.y0]
+        assert len(beside) == 1, f"{panel.get_title()}: {len(beside)} colorbars beside it"
+        assert beside[0].x0 >= box.x1
+
 def test_the_computation_diagram_is_redrawn_top_to_bottom():
     fig, ax = plt.subplots(figsize=(10.6, 2.8))
     computation_diagram(highlight=["scale", "softmax"], ax=ax)

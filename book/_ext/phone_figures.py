@@ -9,12 +9,18 @@ second drawing, from a copy of the figure re-laid out :data:`PHONE_WIDTH_PX` wid
 same point sizes, shown unshrunk on a phone:
 
 * panels side by side (``plt.subplots(1, 3)``, 2 x 2, any grid) are stacked in reading order,
-  each with its colorbar, shared axes get back their tick labels;
-* an Axes drawn by a function that knows a better phone picture (``attention_book.diagram``)
-  is redrawn with it (:data:`PHONE_DRAWING`, set by the function on the Axes);
-* titles and axis labels wider than the phone are wrapped at spaces (never inside ``$math$``);
-* the numbers in heatmap cells and crowded category tick labels are made smaller until they fit,
-  never below :data:`MIN_TEXT_PT` (8 px), and the axis gets taller where rows need the room.
+  each with its colorbar; a plot keeps its aspect ratio (within limits), a map the shape of its
+  cells; shared axes get back their tick labels; unused cells of a grid are dropped;
+* an Axes drawn by a function that knows a better phone picture (``attention_book.diagram``,
+  chapter 5's shapes figure) is redrawn with it (:data:`PHONE_DRAWING`, set on the Axes by
+  ``attention_book.plotting.set_phone_drawing``);
+* titles, axis labels and legend entries wider than their room are wrapped at spaces (never
+  inside ``$math$``); a legend that would cover much of a narrow plot goes under it;
+* the numbers in heatmap cells and crowded category tick labels are made smaller until they fit
+  (long x labels are slanted first; numbers lose a leading zero below 7 pt), never below
+  :data:`MIN_TEXT_PT` (8 px).
+
+What cannot be re-laid out (Axes placed by hand with ``fig.add_axes``) is only narrowed.
 
 The phone SVG rides inside the wide one, base64 in a comment after its root element (so it
 reaches the execution cache and myst-nb's output files with the cell's output); the Sphinx side
@@ -33,7 +39,7 @@ MARKER = "attention-book-phone-drawing"
 FAILED = "attention-book-phone-drawing-failed"
 PHONE_WIDTH_PX = 342  # the text column of a 390 px phone (pydata-sphinx-theme); 96 px an inch
 PAD_IN = 0.1  # bbox_inches="tight" leaves this much around the drawing (savefig.pad_inches)
-MIN_TEXT_PT = 6.0  # 8 CSS px at the drawing's own size (1 pt = 4/3 px)
+MIN_TEXT_PT = 6.1  # 8 CSS px at the drawing's own size (1 pt = 4/3 px), and a little for rounding
 MIN_PANEL_HEIGHT_IN = 1.8  # a plot (not a map) keeps at least this height, if it had it
 PHONE_DRAWING = "_attention_book_phone_drawing"  # Axes attribute: (draw(ax), (width, height) in)
 
@@ -105,7 +111,7 @@ def _reattach(ax, old_top, new_top):
     grid = ss.get_gridspec()
     while isinstance(grid, GridSpecFromSubplotSpec):
         parent = grid._subplot_spec
-        if parent == old_top:
+        if parent in (old_top, new_top):  # (new_top: moved already with another Axes of it)
             grid._subplot_spec = new_top
             ax.set_subplotspec(SubplotSpec(grid, ss.num1, ss.num2))  # positions recomputed
             return
@@ -142,7 +148,7 @@ def _panel_size(axes, width_in, renderer):
 
     Its decorations (tick labels, titles, colorbar) keep their size in inches, as measured in
     the wide figure; the plot area takes the rest of the width. A map's cells keep their shape,
-    between 0.22 inch (room for a number; any height without numbers) and 0.45 inch tall; a plot
+    between 0.3 inch (room for a number; any height without numbers) and 0.45 inch tall; a plot
     keeps its aspect ratio as far as it stays between :data:`MIN_PANEL_HEIGHT_IN` and its height
     in the wide figure."""
     dpi = axes[0].figure.dpi
@@ -156,7 +162,7 @@ def _panel_size(axes, width_in, renderer):
     if images:
         rows, cols = images[0].get_array().shape[:2]
         wide_cell_ratio = (data_h / rows) / (data_w / cols)
-        low = 0.22 if _cell_numbers(main) else 0.0
+        low = 0.3 if _cell_numbers(main) else 0.0
         cell_h = min(max(wide_cell_ratio * target_w / cols, low), 0.45)
         height = rows * cell_h
     else:

@@ -74,7 +74,7 @@ _PHONE_BOXES: Dict[str, Tuple[float, float, str]] = {
     "Q": (0.8, 6.2, "(T, d_k)"), "K": (2.2, 6.2, "(T, d_k)"), "V": (3.6, 6.2, "(T, d_v)"),
     "scores": (1.5, 4.8, "(T, T)"),
     "scale": (1.5, 3.6, "(T, T)"),
-    "softmax": (1.5, 2.4, "(T, T), rows sum to 1"),
+    "softmax": (1.5, 2.4, "rows sum to 1"),  # no "(T, T)": a longer label meets the arrow from V
     "matmul": (1.5, 1.2, "(T, T) @ (T, d_v)"),
     "Z": (1.5, 0.0, "(T, d_v)"),
 }
