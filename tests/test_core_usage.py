@@ -47,6 +47,8 @@ TEACHING: Dict[str, str] = {
         "tests/test_kv_cache.py::test_return_weights_takes_the_core_and_agrees_with_the_fast_step",
     "kv_cache.CachedMultiHeadAttention.step_at":
         "tests/test_kv_cache.py::test_step_at_equals_step_at_every_position_without_growing_the_cache",
+    # chapter 9's GPT trains and generates through the fused kernel when no weights are asked for
+    "gpt.causal_self_attention": "tests/test_gpt.py::test_fused_attention_equals_the_core",
 }
 
 

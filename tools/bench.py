@@ -8,7 +8,9 @@ Parts:
   notebooks  each chapter's execution time in a fresh kernel
   explorers  tools/bench_explorers.py  (latency in Chromium, bytes per page)
   training   tools/bench_training.py   (chapter 8: steps and time to 100% accuracy)
-  gpt        tools/bench_gpt.py        (chapter 9 over seeds 0-4: held-out losses, heads; ~5 min)
+  gpt        tools/bench_gpt.py        (chapter 9: tokens/s and MFU of the recipes, cached generation)
+  gpt-study  tools/bench_gpt.py --study (chapter 9 over seeds 0-4: held-out losses, heads, pre-/post-norm;
+             ~15 min on a quiet CPU)
   instructor tools/bench_instructor.py --grader new (grading throughput, grader peak memory; its
              --old-root compares with an older checkout of the grader)
   classroom  tools/bench_classroom.py  (30 chapter-3 notebooks: first run, rerun, one student)
@@ -135,6 +137,7 @@ PARTS = {
     "explorers": lambda: run_script("explorers"),
     "training": lambda: run_script("training"),
     "gpt": lambda: run_script("gpt"),
+    "gpt-study": lambda: run_script("gpt", "--study"),
     "instructor": lambda: run_script("instructor", "--grader", "new"),
     "classroom": lambda: run_script("classroom"),
     "overhead": bench_overhead,

@@ -307,8 +307,10 @@ def run_gpt(seconds: float) -> dict:
     folder = WORK / "gpt"
     outcome = run_tool([str(script), "--gpu-check", str(folder)], seconds, folder,
                        {"GPU_CHECK_DEADLINE": f"{time.time() + seconds - 5:.0f}", "DRY": "1" if DRY else "0"})
-    if (folder / "summary.md").is_file():
-        outcome["summary"] = (folder / "summary.md").read_text()[:4000]
+    for name in ("summary.md", "gpt_gpu_check.md"):  # bench_gpt.py writes the latter
+        if (folder / name).is_file():
+            outcome["summary"] = (folder / name).read_text()[:4000]
+            break
     return outcome
 
 

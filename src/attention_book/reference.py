@@ -10,8 +10,11 @@ load; times do, and are given only with the load they were measured at.
 * :data:`TRAINING_SEEDS` - chapter 8: how often each recipe reaches 6/6 over 20 seeds, and
   :func:`training_seeds_text`;
 * :data:`GPT_SEEDS` - chapter 9: the chapter's CPU recipe trained with five seeds (held-out
-  losses, the pre-/post-norm comparison, the best previous-token head), and
-  :func:`gpt_seeds_text`;
+  losses, the best previous-token head), and :func:`gpt_seeds_text`; :data:`NORM_SEEDS` - the
+  pre-/post-norm runs at several learning rates and warm-ups over the same seeds,
+  :func:`norm_seeds_text`; :data:`GPT_SPEED_CPU` and :data:`GPT_GPU` - the recipe's speed, MFU
+  and cached generation on a CPU and on a GPU, :func:`gpt_speed_text` (the one for the reader's
+  device);
 * :data:`SCALE_CPU` - chapter 10: the chapter's timings measured on a quiet CPU, and
   :func:`scale_text`; :data:`SCALE_GPU` - the same chapter's measurements on a datacenter GPU, and
   :func:`scale_gpu_text`; :func:`scale_reference`, :func:`reference_cell` and :func:`live_label`
@@ -24,29 +27,37 @@ import os
 import re
 from typing import List, Optional
 
-__all__ = ["TRAINING_SEEDS", "training_seeds_text", "GPT_SEEDS", "gpt_seeds_text", "SCALE_CPU", "scale_text",
+__all__ = ["TRAINING_SEEDS", "training_seeds_text", "GPT_SEEDS", "gpt_seeds_text", "gpt_seeds_summary",
+           "NORM_SEEDS", "norm_seeds_text", "norm_seeds_summary",
+           "norm_seeds_below", "AT_UNIGRAM", "LEARNED", "GPT_SPEED_CPU", "GPT_GPU", "gpt_speed_text",
+           "gpt_speed_summary", "SCALE_CPU", "scale_text",
            "SCALE_GPU", "scale_gpu_text", "scale_reference", "reference_table", "reference_cell",
            "live_label", "reference_name"]
 
-#: chapter 8, ``python tools/bench_training.py`` (part of ``make bench``): seeds 0-19, 300 updates
-#: each. Per recipe: seeds with 6/6 after the last update, seeds that reached 6/6 at some update,
-#: the median and largest number of updates to the first 6/6, seeds whose greedy generation
-#: completes all six sentences.
+#: chapter 8, ``python tools/bench_training.py --source`` (part of ``make bench``): seeds 0-19,
+#: 300 updates each. Per recipe: seeds with 6/6 after the last update, seeds that reached 6/6 at
+#: some update, the median and largest number of updates to the first 6/6, seeds whose greedy
+#: generation completes all six sentences, seeds whose last attention row gives the noun the
+#: largest weight in all six sentences. ``source``: the source article's recipe (AdamW at 1e-4 for
+#: 10,000 updates, default initialisation), its one seed. The same counts as the first
+#: measurement of 2026-11-25 (steps do not depend on the load).
 TRAINING_SEEDS = {
-    "command": "python tools/bench_training.py",
-    "date": "2026-11-25",
+    "command": "python tools/bench_training.py --source",
+    "date": "2026-11-27",
     "machine": "a 2-core x86-64 CPU (Linux, Python 3.11, torch 2.13.0+cpu, 1 torch thread)",
-    "load": "2.8 at the start; step counts do not depend on the load",
+    "load": "3.8 at the start; step counts do not depend on the load",
     "seeds": 20,
     "recipes": {
         "both changes (the chapter's recipe)": dict(final=20, reached=20, median=90, largest=147,
-                                                    generates=17),
+                                                    generates=17, noun_first=4),
         "slower query/key learning alone": dict(final=18, reached=18, median=103, largest=239,
-                                                generates=15),
-        "zero queries alone": dict(final=6, reached=6, median=77, largest=161, generates=0),
+                                                generates=15, noun_first=3),
+        "zero queries alone": dict(final=6, reached=6, median=77, largest=161, generates=0,
+                                   noun_first=3),
         "neither (the first edition)": dict(final=7, reached=7, median=76, largest=237,
-                                            generates=2),
+                                            generates=2, noun_first=3),
     },
+    "source": dict(seed=123, lr=1e-4, steps=10_000, final=2),
 }
 
 
@@ -62,63 +73,240 @@ def training_seeds_text() -> str:
         steps = f"median {row['median']}, max {row['largest']}"
         lines.append(f"{name:<38} {row['final']:>6} of {n:<5} {steps:>21} "
                      f"{row['generates']:>6} of {n}")
+    chapter = next(iter(ref["recipes"].values()))
+    source = ref["source"]
+    lr = f"{source['lr']:.0e}".replace("e-0", "e-")  # 1e-4
+    lines += [f"the noun has the largest weight in all six last rows: {chapter['noun_first']} of {n} "
+              "seeds (the chapter's recipe)",
+              f"the source's recipe (lr {lr}, {source['steps']:,} updates, seed {source['seed']}): "
+              f"{source['final']} of 6 last words right at the end"]
     return "\n".join(lines)
 
 
-#: chapter 9, ``python tools/bench_gpt.py --reference`` (part of ``make bench``): the chapter's CPU
-#: recipe with seeds 0-4. Held-out losses on *Persuasion* in nats per character; the best
-#: previous-token head of each GPT and its score; training seconds of the GPT (load-dependent).
+#: chapter 9, ``python tools/bench_gpt.py --study --reference``: the chapter's CPU recipe with five
+#: seeds. Held-out losses on all of *Persuasion* (every window: no sampling error) in nats per
+#: character; the best previous-token head of each GPT and its score; training seconds (load-dependent).
 GPT_SEEDS: dict = {
-    "command": "python tools/bench_gpt.py --reference",
+    "command": "python tools/bench_gpt.py --study --seeds 5 --reference",
     "date": "2026-11-27",
     "machine": "a 2-core x86_64 CPU, Linux, Python 3.11.7, torch 2.13.0+cpu, 1 thread, no GPU",
-    "load": "load 0.15 before, 1.03 after (the run keeps one core busy); losses do not depend on it",
-    "recipe": "CPU_SETTINGS with seeds 0-4; pre/post-norm: PRE_POST_SETTINGS",
-    "unigram": 3.07,
-    "bigram": 2.45,
+    "load": "load 5.09 before, 8.69 after (a busy machine: the seconds vary with it, the losses do not)",
+    "recipe": "CPU_SETTINGS with seeds 0-4; held-out loss on all of Persuasion",
+    "unigram": 3.074,
+    "bigram": 2.453,
     "rows": [
-        dict(seed=0, gpt=1.81, chapter8=2.48, pre=2.61, post=3.09, layer=0, head=1, score=0.90,
-             seconds=48),
-        dict(seed=1, gpt=1.81, chapter8=2.50, pre=2.76, post=3.09, layer=0, head=2, score=0.79,
-             seconds=40),
-        dict(seed=2, gpt=1.81, chapter8=2.42, pre=2.97, post=3.09, layer=0, head=2, score=0.90,
-             seconds=43),
-        dict(seed=3, gpt=1.80, chapter8=2.48, pre=2.67, post=3.09, layer=0, head=2, score=0.88,
-             seconds=43),
-        dict(seed=4, gpt=1.80, chapter8=2.42, pre=2.67, post=3.09, layer=0, head=0, score=0.91,
-             seconds=40),
+        dict(seed=0, gpt=1.771, chapter8=2.468, layer=0, head=1, score=0.89, seconds=111),
+        dict(seed=1, gpt=1.79, chapter8=2.48, layer=0, head=2, score=0.82, seconds=429),
+        dict(seed=2, gpt=1.77, chapter8=2.404, layer=0, head=2, score=0.89, seconds=362),
+        dict(seed=3, gpt=1.759, chapter8=2.471, layer=0, head=2, score=0.9, seconds=246),
+        dict(seed=4, gpt=1.77, chapter8=2.401, layer=0, head=0, score=0.91, seconds=132),
     ],
 }
 
+#: chapter 9, the same command: the pre-/post-norm runs of ``gpt_training.NORM_RUNS`` (a small deep
+#: GPT, 300 steps, each run's learning rate and warm-up) with the same five seeds; held-out losses
+#: on all of *Persuasion*.
+NORM_SEEDS: dict = {
+    "command": "python tools/bench_gpt.py --study --seeds 5 --reference",
+    "date": "2026-11-27",
+    "machine": "a 2-core x86_64 CPU, Linux, Python 3.11.7, torch 2.13.0+cpu, 1 thread, no GPU",
+    "load": "load 5.09 before, 8.69 after (a busy machine: the losses do not depend on it)",
+    "recipe": "PRE_POST_SETTINGS (4 blocks, width 32, 300 steps) with each run's learning rate and warm-up",
+    "unigram": 3.074,
+    "runs": {
+        "pre-norm, lr 1e-2, no warm-up": [2.583, 2.672, 2.747, 2.652, 2.669],
+        "post-norm, lr 1e-2, no warm-up": [3.075, 3.075, 3.075, 3.076, 3.074],
+        "post-norm, lr 1e-2, warm-up 100": [3.077, 3.075, 3.075, 3.077, 3.075],
+        "post-norm, lr 1e-3, warm-up 100": [2.986, 2.914, 2.939, 3.056, 2.927],
+        "post-norm, lr 3e-3, warm-up 100": [2.793, 2.58, 2.597, 3.02, 2.637],
+        "pre-norm, lr 3e-3, no warm-up": [2.507, 2.521, 2.488, 2.496, 2.479],
+    },
+}
 
-def _span(values) -> str:
-    low, high = min(values), max(values)
-    return f"{low:.2f}" if low == high else f"{low:.2f} to {high:.2f}"
+#: chapter 9 on a CPU, ``python tools/bench_gpt.py --speed --reference`` (part of ``make bench``):
+#: the CPU recipe's training speed and MFU (against the float32 matrix-product ceiling measured in
+#: the same run, one thread), and greedy generation filling the context with and without the cache.
+GPT_SPEED_CPU: dict = {
+    "command": "python tools/bench_gpt.py --speed --reference",
+    "date": "2026-11-27",
+    "machine": "a 2-core x86_64 CPU, Linux, Python 3.11.7, torch 2.13.0+cpu, 1 thread, no GPU",
+    "load": "load 5.71 before, 6.08 after (other programs shared the two cores: a busy machine)",
+    "ceiling_gflops": 37,
+    "training": {
+        "float32, book's core attention": dict(tokens_per_second=6_785, mfu=0.467),
+        "float32, fused attention (the recipe)": dict(tokens_per_second=8_624, mfu=0.594),
+    },
+    "generation": dict(new_tokens=56, uncached=374.7, cached=1_055.8, speedup=2.82),
+}
+
+#: chapter 9 on a GPU: measured 2026-11-27 on an NVIDIA H100 (``../shared/gpu-reference``, sections 1
+#: and 4, ``scripts/perf.py`` and ``perf3.py``), before the recipe used mixed precision. TFLOP/s are
+#: recomputed with :func:`attention_book.gpt_accounting.flops_per_token` (6N + causal attention,
+#: 67.6 MFLOP per token for the GPU recipe's model); MFU against the bfloat16 ceiling measured there.
+GPT_GPU: dict = {
+    "command": "the project's first GPU run of every chapter (tools/bench_gpt.py --gpu-check repeats "
+               "it for the current recipe)",
+    "date": "2026-11-27",
+    "machine": "an NVIDIA H100 80GB HBM3 (compute capability 9.0), PyTorch 2.11.0+cu130",
+    "load": "the GPU to itself",
+    "ceilings": {"bfloat16": 782.0, "float32 (TF32)": 356.0, "float32": 51.3},
+    "recipe_run": dict(recipe="GPU_SETTINGS as first shipped (float32, attention weights built)", steps=2000,
+                       seconds=100, held_out=1.18, bigram=2.45, chapter8=2.26),
+    # variant, ms per step, tokens/s (30 steps of 64 windows of 256 after warm-up)
+    "training": [
+        ("float32, attention weights built (first edition)", 45.0, 363_932),
+        ("+ TF32 matrix products", 26.8, 612_146),
+        ("bfloat16 autocast (instead of TF32)", 32.0, 511_547),
+        ("bfloat16 + fused attention (the recipe)", 17.5, 934_127),
+        ("bfloat16 + fused + torch.compile (14 s to compile)", 11.9, 1_374_659),
+    ],
+    "flops_per_token": 67_624_704,
+    # 400 steps, dropout 0, lr 1e-3 with 50 warm-up steps; held-out loss on 64 windows, one seed
+    "mixed_precision": [
+        ("float32, book's core", 1.491, 0),
+        ("bfloat16 autocast, fused", 1.502, 0),
+        ("float16 autocast + GradScaler, book's core", 1.497, 0),
+        ("float16 autocast + GradScaler, fused", 1.497, 0),
+    ],
+    "generation": None,  # chapter 9's cached generate was not measured on this GPU yet
+}
+
+
+def _span(values, digits: int = 2) -> str:
+    low, high = (f"{value:.{digits}f}" for value in (min(values), max(values)))
+    return low if low == high else f"{low} to {high}"
+
+
+def _header(ref: dict) -> List[str]:
+    return [f"Measured {ref['date']} with {ref['command']}", f"on {ref['machine']};", f"{ref['load']}."]
 
 
 def gpt_seeds_text() -> str:
     """:data:`GPT_SEEDS` as the lines chapter 9 prints: one row per seed, then the counts."""
     ref = GPT_SEEDS
     rows, n = ref["rows"], len(ref["rows"])
-    lines = [f"Measured {ref['date']} with {ref['command']}", f"on {ref['machine']};", f"{ref['load']}.",
-             f"Held-out loss (nats per character); unigram {ref['unigram']:.2f}, bigram {ref['bigram']:.2f}.",
-             f"{'seed':>4} {'GPT':>5} {'chapter 8':>9} {'pre-norm':>8} {'post-norm':>9}  "
-             f"{'best previous-token head':<26} {'GPT s':>5}"]
+    if not rows:
+        return "(no reference measurement recorded yet: run " + ref["command"] + ")"
+    lines = _header(ref) + [
+        f"The CPU recipe; held-out loss on all of Persuasion (nats per character); unigram {ref['unigram']:.2f}, "
+        f"bigram {ref['bigram']:.2f}.",
+        f"{'seed':>4} {'GPT':>6} {'chapter 8':>9}  {'best previous-token head':<26} {'GPT s':>5}"]
     for r in rows:
         head = f"layer {r['layer']}, head {r['head']}: {r['score']:.2f}"
-        lines.append(f"{r['seed']:>4} {r['gpt']:>5.2f} {r['chapter8']:>9.2f} {r['pre']:>8.2f} {r['post']:>9.2f}  "
-                     f"{head:<26} {r['seconds']:>5}")
-    beats = sum(r["gpt"] < min(ref["bigram"], r["chapter8"]) for r in rows)
-    at_unigram = sum(abs(r["post"] - ref["unigram"]) <= 0.05 for r in rows)
-    layer0 = [r["score"] for r in rows if r["layer"] == 0 and r["score"] > 0.5]
-    lines += [f"GPT below the bigram baseline and chapter 8's model: {beats} of {n} seeds",
-              f"GPT {_span([r['gpt'] for r in rows])}; chapter 8's model {_span([r['chapter8'] for r in rows])}",
-              f"pre-norm {_span([r['pre'] for r in rows])}; post-norm {_span([r['post'] for r in rows])}, "
-              f"within 0.05 of the unigram baseline in {at_unigram} of {n}",
-              f"a previous-token head (score > 0.5) in layer 0: {len(layer0)} of {n}"
-              + (f", scores {_span(layer0)}, heads {sorted({r['head'] for r in rows if r['layer'] == 0})}"
-                 if layer0 else "")]
+        lines.append(f"{r['seed']:>4} {r['gpt']:>6.3f} {r['chapter8']:>9.3f}  {head:<26} {r['seconds']:>5}")
+    summary = gpt_seeds_summary()
+    lines += [f"GPT below the bigram baseline and chapter 8's model: {summary['beats']} of {n} seeds",
+              f"GPT {summary['gpt']}; chapter 8's model {summary['chapter8']}",
+              f"a previous-token head (score > 0.5) in layer 0: {summary['layer0']} of {n}"
+              + (f", scores {summary['scores']}, heads {summary['heads']}" if summary["layer0"] else "")]
     return "\n".join(lines)
+
+
+def gpt_seeds_summary() -> dict:
+    """What chapter 9's prose says of :data:`GPT_SEEDS`, computed from its rows (glued into the text)."""
+    ref = GPT_SEEDS
+    rows = ref["rows"]
+    layer0 = [r for r in rows if r["layer"] == 0 and r["score"] > 0.5]
+    return dict(seeds=len(rows), beats=sum(r["gpt"] < min(ref["bigram"], r["chapter8"]) for r in rows),
+                gpt=_span([r["gpt"] for r in rows]), chapter8=_span([r["chapter8"] for r in rows]),
+                layer0=len(layer0), scores=_span([r["score"] for r in layer0]) if layer0 else "",
+                heads=", ".join(str(h) for h in sorted({r["head"] for r in layer0})))
+
+
+#: a run "stayed at the unigram level" within this many nats of the unigram baseline, and "learned"
+#: when it ended more than ``LEARNED`` below it
+AT_UNIGRAM, LEARNED = 0.05, 0.1
+
+
+def norm_seeds_summary() -> dict:
+    """Per run of :data:`NORM_SEEDS`: the span of its losses, their mean, in how many seeds it
+    stayed at the unigram level (``stuck``: within :data:`AT_UNIGRAM` of the baseline) and in how
+    many it learned (``learned``: more than :data:`LEARNED` below it)."""
+    ref = NORM_SEEDS
+    summary = {}
+    for label, values in ref["runs"].items():
+        stuck = sum(abs(v - ref["unigram"]) <= AT_UNIGRAM for v in values)
+        learned = sum(v < ref["unigram"] - LEARNED for v in values)
+        summary[label] = dict(span=_span(values), mean=sum(values) / len(values), stuck=stuck, learned=learned,
+                              seeds=len(values))
+    return summary
+
+
+def norm_seeds_below(label: str, other: str) -> int:
+    """In how many seeds of :data:`NORM_SEEDS` the run ``label`` ended below the run ``other``."""
+    runs = NORM_SEEDS["runs"]
+    return sum(a < b for a, b in zip(runs[label], runs[other]))
+
+
+def norm_seeds_text() -> str:
+    """:data:`NORM_SEEDS` as the lines chapter 9 prints: one row per run, one column per seed."""
+    ref = NORM_SEEDS
+    if not ref["runs"]:
+        return "(no reference measurement recorded yet: run " + ref["command"] + ")"
+    seeds = len(next(iter(ref["runs"].values())))
+    width = max(len(label) for label in ref["runs"])
+    lines = _header(ref) + [f"{ref['recipe']};", f"held-out loss on all of Persuasion, unigram baseline "
+                            f"{ref['unigram']:.2f}; learned: ended more than {LEARNED} below it.",
+                            f"{'run':<{width}} " + " ".join(f"{'seed ' + str(s):>7}" for s in range(seeds))
+                            + "   learned"]
+    for label, row in norm_seeds_summary().items():
+        values = " ".join(f"{v:>7.2f}" for v in ref["runs"][label])
+        lines.append(f"{label:<{width}} {values}   {row['learned']} of {row['seeds']}")
+    return "\n".join(lines)
+
+
+def gpt_speed_text(device="cpu") -> str:
+    """The speed reference for the reader's kind of device: :data:`GPT_SPEED_CPU` on a CPU (or
+    Apple's MPS), :data:`GPT_GPU` on a CUDA GPU. ``device``: a ``torch.device`` or its name."""
+    kind = getattr(device, "type", str(device).split(":")[0])
+    if kind == "cuda":
+        ref = GPT_GPU
+        run = ref["recipe_run"]
+        lines = _header(ref) + [
+            f"{run['recipe']}:",
+            f"  {run['steps']:,} steps in {run['seconds']} s, held-out loss {run['held_out']:.2f} "
+            f"(bigram {run['bigram']:.2f}, chapter 8's model {run['chapter8']:.2f}).",
+            f"Training speed of the same model ({ref['flops_per_token'] / 1e6:.1f} MFLOP per token;",
+            f"MFU against the bfloat16 ceiling, {ref['ceilings']['bfloat16']:.0f} TFLOP/s):",
+            f"{'variant':<52} {'ms/step':>7} {'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6}"]
+        for name, ms, tokens in ref["training"]:
+            tflops = tokens * ref["flops_per_token"] / 1e12
+            lines.append(f"{name:<52} {ms:>7.1f} {tokens:>10,} {tflops:>8.1f} "
+                         f"{tflops / ref['ceilings']['bfloat16']:>6.1%}")
+        lines.append("Mixed precision trains as well (400 steps, held-out loss on 64 windows, one seed):")
+        for name, loss, nonfinite in ref["mixed_precision"]:
+            lines.append(f"  {name:<46} {loss:.3f}  ({nonfinite} non-finite losses)")
+        if ref["generation"] is None:
+            lines.append("Cached generation: not measured on this GPU yet (tools/bench_gpt.py --gpu-check).")
+        return "\n".join(lines)
+    ref = GPT_SPEED_CPU
+    if not ref["training"]:
+        return "(no reference measurement recorded yet: run " + ref["command"] + ")"
+    lines = _header(ref) + [f"{'training variant':<40} {'tokens/s':>9} {'MFU':>6}"]
+    for name, row in ref["training"].items():
+        lines.append(f"{name:<40} {row['tokens_per_second']:>9,} {row['mfu']:>6.1%}")
+    lines.append(f"float32 matrix-product ceiling: {ref['ceiling_gflops']:.0f} GFLOP/s (one thread)")
+    g = ref["generation"]
+    lines.append(f"Generating {g['new_tokens']} characters (greedy, batch 1): {g['uncached']:,.0f} tokens/s without "
+                 f"the cache, {g['cached']:,.0f} with it: {g['speedup']:.1f}x")
+    return "\n".join(lines)
+
+
+def gpt_speed_summary(device="cpu") -> dict:
+    """The numbers chapter 9's prose quotes from :func:`gpt_speed_text` for ``device``'s kind:
+    ``machine``, ``date``, the recipe's ``tokens_per_second`` and ``mfu``, and the generation
+    ``speedup`` (``None`` where it was not measured)."""
+    kind = getattr(device, "type", str(device).split(":")[0])
+    if kind == "cuda":
+        ref = GPT_GPU
+        name, _, tokens = ref["training"][3]
+        mfu = tokens * ref["flops_per_token"] / 1e12 / ref["ceilings"]["bfloat16"]
+        speedup = None if ref["generation"] is None else ref["generation"]["speedup"]
+        return dict(machine=ref["machine"], date=ref["date"], tokens_per_second=tokens, mfu=mfu, speedup=speedup)
+    ref = GPT_SPEED_CPU
+    recipe = ref["training"]["float32, fused attention (the recipe)"]
+    return dict(machine=ref["machine"], date=ref["date"], tokens_per_second=recipe["tokens_per_second"],
+                mfu=recipe["mfu"], speedup=ref["generation"]["speedup"])
 
 
 #: chapter 10, ``python tools/bench_scale.py --reference``: the chapter's own timing cells with
