@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from attention_book.instructor.hidden import Hint, answer, hidden_test, randn
+from attention_book.instructor.hidden import Hint, answer, hidden_test, randn, same
 
 
 def _tensor(result, what):
@@ -65,6 +65,13 @@ def softmax_masked_float64(ns):
 
 
 # ---------------------------------------------------------------- ex-03-scaled-weights
+
+
+@hidden_test("ex-03-scaled-weights", "main values: 4 queries, 6 keys, d_k 8")
+def scaled_main(student, reference):
+    queries, keys = randn(4, 8, seed=13), randn(6, 8, seed=14)
+    same(student.call("scaled_weights", queries, keys), reference.call("scaled_weights", queries, keys),
+         "scaled_weights(queries, keys)", hint="softmax(queries @ keys.T / sqrt(d_k), dim=-1)")
 
 
 @hidden_test("ex-03-scaled-weights", "a single query or a single key (T = 1)")
@@ -212,6 +219,13 @@ def attend_step(student, reference):
 
 
 # ---------------------------------------------------------------- ex-03-soft-cap
+
+
+@hidden_test("ex-03-soft-cap", "main values: a (3, 5) score matrix, cap 5")
+def soft_cap_main(student, reference):
+    scores = randn(3, 5, seed=15, scale=8.0)
+    same(student.call("cap_scores", scores, 5.0), reference.call("cap_scores", scores, 5.0),
+         "cap_scores(scores, 5.0)", hint="cap * tanh(scores / cap)")
 
 
 @hidden_test("ex-03-soft-cap", "float64 and a single score row, gradients flow")

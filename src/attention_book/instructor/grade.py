@@ -202,6 +202,13 @@ def grade_submission(sub: Submission, course: Course, chapter: Chapter, release_
     for label in labels:
         if label not in record["results"]:
             record["reasons"][label] = f"not evaluated: {result.stop}" if result.stop else "not evaluated"
+    # "write your own", decided where the notebook cannot interfere: its answers again in a fresh
+    # sandbox with only the student's cells, rule-governed calls replayed here (clean_room)
+    from .clean_room import check_own_work
+
+    course_texts = [c.get("source", "") for c in plan.cells
+                    if (c.metadata.get("attention_book_grader") or {}).get("role") not in ("answer", "added")]
+    check_own_work(plan, labels, tests, cache, options, course.root, record, chapter.number, course_texts)
     record["self_check"] = self_check_outputs(plan.cells)
     _redact(record, {"course": course.root, "home": Path.home(), "tmp": tempfile.gettempdir(),
                      "grades": executed.parent if executed is not None else None})
