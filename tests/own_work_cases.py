@@ -16,7 +16,7 @@ grader's decision in this process (tests/test_grader_own_work.py) and real gradi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 
@@ -35,7 +35,8 @@ class Case:
 
 # ---------------------------------------------------------------------------------------- chapter 3
 
-SOFTMAX_HEAD = "def my_softmax(scores, dim=-1):\n    # subtract the max along dim (keepdim=True keeps (..., 1) to broadcast)\n"
+SOFTMAX_HEAD = ("def my_softmax(scores, dim=-1):\n"
+                "    # subtract the max along dim (keepdim=True keeps (..., 1) to broadcast)\n")
 
 FORGED_HANDLER = r'''
 get_ipython().run_cell("""

@@ -28,8 +28,8 @@ import torch
 
 from attention_book.checks.opgraph import Graph, GraphError, OpRule, record, replay, violations
 from attention_book.checks.rules import rule
-from attention_book.instructor.clean_room import CleanSession, Findings, chapter_names_missing, decide, hidden_files, still_stub, \
-    visible_modules
+from attention_book.instructor.clean_room import (CleanSession, chapter_names_missing, decide, hidden_files,
+                                                  still_stub, visible_modules)
 from attention_book.instructor.grade import hidden_tests_of, run_tests
 from attention_book.instructor.hidden import HiddenTest, LocalSession
 from attention_book.instructor.planning import rule_violations
@@ -279,3 +279,90 @@ def test_own_work_run_hides_the_packages_finished_code():
     assert "attention_book.multihead" in visible_modules(7, ["ex-07-decoder-block"])  # allowed in ex-07
     assert "attention_book.hello_world" in visible_modules(8, ["ex-08-training-step"])  # its probe needs it
     assert "attention_book.gqa" not in visible_modules(10, ["ex-10-gqa"])
+
+
+# ------------------------------------------------------------------------------------------------ real grading
+
+
+SANDBOX_OPTIONS = dict(jobs=2, quiet=True, timeout=300, tests_timeout=300, check_timeout=60)
+SANDBOX_LIMITS = dict(processes=64, memory_mb=6144, disk_mb=256, total_memory_mb=2048)
+
+
+def grade_cases_in_sandboxes(number: str, base, python=None, root=None):
+    """Grade chapter ``number``'s cases, its solution and its release with a real grader (in a
+    process of its own, see tests/hostile/harness.py); ``{student: {label: (points, max, message,
+    flags)}}`` and the harness's result."""
+    import csv
+    import json
+
+    import nbformat
+
+    from attention_book.instructor.release import release_notebook
+    from attention_book.instructor.submissions import pick_chapter
+    from hostile.harness import grade_in_process
+    from hostile.own_work import build
+    from own_work_cases import CASES
+
+    chapter = pick_chapter(COURSE, number)
+    source = nbformat.read(str(COURSE.root / chapter.path), as_version=4)
+    release = release_notebook(source, chapter, COURSE.context())
+    subs = base / "subs"
+    subs.mkdir(parents=True)
+    for case in CASES[number]:
+        (subs / f"{case.name}.ipynb").write_text(json.dumps(build(case, source, release, chapter)))
+    (subs / "solution.ipynb").write_text(json.dumps(source))
+    (subs / "release.ipynb").write_text(json.dumps(release))
+    options = dict(SANDBOX_OPTIONS, chapter=number)
+    kwargs = {"python": python} if python else {}
+    result = grade_in_process(root or COURSE.root, subs, base / "out", options, SANDBOX_LIMITS, **kwargs)
+    rows: dict = {}
+    path = base / "out" / "grades.csv"
+    if path.is_file():
+        with open(path, newline="", encoding="utf-8") as handle:
+            for row in list(csv.reader(handle))[1:]:
+                rows.setdefault(row[0], {})[row[1]] = (float(row[3]), float(row[4]), row[5], row[6])
+    return rows, result
+
+
+@pytest.fixture(scope="module", params=["03", "01", "07", "10"])
+def graded_in_sandboxes(request, tmp_path_factory):
+    from helpers import needs_isolation
+
+    base = tmp_path_factory.mktemp(f"own-work-{request.param}")
+    needs_isolation(base)
+    rows, result = grade_cases_in_sandboxes(request.param, base)
+    assert result["code"] == 0, result["stderr"][-3000:]
+    return request.param, rows
+
+
+@pytest.mark.slow
+def test_cases_graded_in_sandboxes(graded_in_sandboxes):
+    from own_work_cases import CASES
+
+    number, rows = graded_in_sandboxes
+    for label, (points, top, message, flags) in rows["solution"].items():
+        assert points == top and not flags.strip(), (label, message, flags)  # the own-work run changes nothing
+    assert all(points == 0 for points, _, _, _ in rows["release"].values())
+    problems = []
+    for case in CASES[number]:
+        points, top, message, flags = rows[case.name][case.label]
+        ok = {"full": points == top, "zero": points == 0, "at most half": points <= top / 2}[case.expect]
+        if case.expect == "full":
+            ok = ok and not flags.strip()  # honest work is not flagged either
+        if not ok:
+            problems.append(f"{case.name}: {points}/{top} ({message}) flags: {flags}")
+    assert not problems, "\n".join(problems)
+
+
+def test_hidden_tests_never_read_the_answers_text():
+    """Behaviour, never source substrings (issue 30 item 7): no hidden test reads
+    ``student.source`` (except ex-10-flops' guard, which goes with that exercise's rewrite)."""
+    from pathlib import Path
+
+    found = []
+    for path in sorted((Path(COURSE.root) / "instructor" / "hidden_tests").glob("ch*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for function in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
+            if any(isinstance(n, ast.Attribute) and n.attr == "source" for n in ast.walk(function)):
+                found.append(f"{path.name}:{function.name}")
+    assert found in ([], ["ch10.py:flops_without_package"]), found

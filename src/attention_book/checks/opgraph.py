@@ -624,9 +624,8 @@ def _lookups(graph: Graph, position: int) -> List[str]:
 
 def _grouped_kernels(graph: Graph, arguments: Optional[List[Any]]) -> List[str]:
     """Scaled-dot-product kernels called with fewer key/value heads than query heads."""
-    shapes: Dict[Tuple[str, int], Tuple[int, ...]] = {}
     found: List[str] = []
-    for index, node in enumerate(graph.nodes):
+    for node in graph.nodes:
         base = str(node.get("op", ""))[6:].partition(".")[0]
         if "scaled_dot_product" not in base:
             continue

@@ -45,8 +45,8 @@ from ..checks.rules import Rule, chapter_code, rule
 from .hidden import AnswerError, HiddenTest, Session
 from .planning import Plan
 
-__all__ = ["check_own_work", "decide", "Findings", "chapter_names_missing", "CleanSession", "clean_cells", "visible_modules", "hidden_files", "extra_seconds",
-           "still_stub", "CLEAN_CELLS_SECONDS", "OWN_CELLS"]
+__all__ = ["check_own_work", "decide", "Findings", "chapter_names_missing", "CleanSession", "clean_cells",
+           "visible_modules", "hidden_files", "extra_seconds", "still_stub", "CLEAN_CELLS_SECONDS", "OWN_CELLS"]
 
 #: seconds for the student's own cells in the fresh kernel (definitions: they run in moments)
 CLEAN_CELLS_SECONDS = 60.0
