@@ -288,7 +288,7 @@ SANDBOX_OPTIONS = dict(jobs=2, quiet=True, timeout=300, tests_timeout=300, check
 SANDBOX_LIMITS = dict(processes=64, memory_mb=6144, disk_mb=256, total_memory_mb=2048)
 
 
-def grade_cases_in_sandboxes(number: str, base, python=None, root=None):
+def grade_cases_in_sandboxes(number: str, base, python=None, root=None, timeout=None):
     """Grade chapter ``number``'s cases, its solution and its release with a real grader (in a
     process of its own, see tests/hostile/harness.py); ``{student: {label: (points, max, message,
     flags)}}`` and the harness's result."""
@@ -313,6 +313,8 @@ def grade_cases_in_sandboxes(number: str, base, python=None, root=None):
     (subs / "solution.ipynb").write_text(json.dumps(source))
     (subs / "release.ipynb").write_text(json.dumps(release))
     options = dict(SANDBOX_OPTIONS, chapter=number)
+    if timeout:  # a busy machine: more time for the cells and the calls
+        options.update(timeout=timeout, tests_timeout=timeout, check_timeout=max(60, timeout / 5))
     kwargs = {"python": python} if python else {}
     result = grade_in_process(root or COURSE.root, subs, base / "out", options, SANDBOX_LIMITS, **kwargs)
     rows: dict = {}

@@ -30,6 +30,8 @@ def main(argv=None) -> int:
     parser.add_argument("--python", default=sys.executable, help="its Python")
     parser.add_argument("--chapters", default="03,01,07,10")
     parser.add_argument("--name", default="after", help="the table's file name part")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds for the cells (and the calls) of a "
+                        "notebook; more on a busy machine (default: the suite's 300)")
     args = parser.parse_args(argv)
     from test_grader_own_work import grade_cases_in_sandboxes
 
@@ -37,7 +39,8 @@ def main(argv=None) -> int:
              "|---|---|---|---|---|---|---|"]
     for number in args.chapters.split(","):
         with tempfile.TemporaryDirectory(prefix=f"own-work-{number}-", dir=ROOT / ".cache") as work:
-            rows, result = grade_cases_in_sandboxes(number, Path(work), python=args.python, root=args.root)
+            rows, result = grade_cases_in_sandboxes(number, Path(work), python=args.python, root=args.root,
+                                                    timeout=args.timeout)
         if result.get("code") != 0:
             lines.append(f"| {number} | (the grader failed: exit {result.get('code')}) | | | | | "
                          f"{result.get('stderr', '')[-200:].replace('|', '/').replace(chr(10), ' ')} |")
