@@ -315,7 +315,10 @@ def grade_cases_in_sandboxes(number: str, base, python=None, root=None, timeout=
     options = dict(SANDBOX_OPTIONS, chapter=number)
     if timeout:  # a busy machine: more time for the cells and the calls
         options.update(timeout=timeout, tests_timeout=timeout, check_timeout=max(60, timeout / 5))
-    kwargs = {"python": python} if python else {}
+    import os
+
+    # another grader's Python imports that grader's package, not this checkout's (no PYTHONPATH)
+    kwargs = {"python": python, "env": {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}} if python else {}
     result = grade_in_process(root or COURSE.root, subs, base / "out", options, SANDBOX_LIMITS, **kwargs)
     rows: dict = {}
     path = base / "out" / "grades.csv"

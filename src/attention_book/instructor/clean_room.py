@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple
@@ -45,7 +46,7 @@ from ..checks.rules import Rule, chapter_code, rule
 from .hidden import AnswerError, HiddenTest, Session
 from .planning import Plan
 
-__all__ = ["check_own_work", "decide", "Findings", "chapter_names_missing", "CleanSession", "clean_cells",
+__all__ = ["check_own_work", "OwnWorkRun", "decide", "Findings", "chapter_names_missing", "CleanSession", "clean_cells",
            "visible_modules", "hidden_files", "extra_seconds", "still_stub", "CLEAN_CELLS_SECONDS", "OWN_CELLS"]
 
 #: seconds for the student's own cells in the fresh kernel (definitions: they run in moments)
@@ -486,57 +487,115 @@ def _explained(hint: str, label: str, missing: List[str] = ()) -> str:
     return f"{OWN_CELLS}: {hint}"
 
 
+class OwnWorkRun:
+    """The own-work run of one submission, started beside the notebook's normal run.
+
+    :meth:`start` (before the normal run) starts the fresh kernel in a thread: it runs the
+    preamble (imports: the slow part) and then waits. :meth:`finish` (after the normal run) says
+    which exercises to check (those that scored something), lets the kernel run the student's
+    cells and the hidden tests, waits for it and writes the verdicts into the record
+    (:func:`decide`). :meth:`cancel` ends it unused."""
+
+    def __init__(self, plan: Plan, labels: List[str], tests: Dict[str, List[HiddenTest]], cache, options,
+                 course_root: Path, chapter_number: Optional[int], course_texts: List[str]):
+        self.plan, self.tests, self.cache, self.course_root = plan, tests, cache, course_root
+        self.labels = [label for label in labels if tests.get(label)]
+        self.stubs = [label for label in self.labels if still_stub(plan, label)]
+        self.runnable = [label for label in self.labels if label not in self.stubs]
+        self.cells, self.points = clean_cells(plan, self.runnable, course_texts)
+        hidden = list(options.hidden_paths) + hidden_files(chapter_number, self.runnable)
+        self.options = dataclasses.replace(options, hidden_paths=hidden, slot=f"{options.slot}-own",
+                                           timeout=min(float(options.timeout), CLEAN_CELLS_SECONDS),
+                                           keep_all_outputs=False)
+        self.wait_limit = float(options.timeout) + float(options.tests_timeout) + 2 * 90.0
+        self.candidates: List[str] = []
+        self.found: Dict[str, Tuple[List[dict], Findings]] = {}
+        self.go = threading.Event()
+        self.thread: Optional[threading.Thread] = None
+        self.run = None
+        self.failed = ""
+
+    def start(self) -> "OwnWorkRun":
+        if self.runnable:
+            self.thread = threading.Thread(target=self._run, name="own-work run", daemon=True)
+            self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        from .references import ReferenceCache, run_tests
+        from .runner import run_notebook
+
+        def wait() -> bool:
+            self.go.wait(self.wait_limit)
+            return bool(self.candidates)
+
+        def on_point(point_labels, session) -> None:
+            for label in point_labels:
+                if label not in self.candidates:
+                    continue
+                session.source = self.plan.sources.get(label, "")
+                clean = CleanSession(session, rule(label))
+                results = run_tests(self.tests.get(label, []), clean, ReferenceCache.Lookup(self.cache, ""))
+                self.found[label] = (results, clean.findings)
+
+        try:
+            self.run = run_notebook(self.cells, self.points, on_point, self.options, self.course_root, pause=(0, wait))
+        except Exception as err:  # noqa: BLE001 - a grader problem: reported in finish()
+            self.failed = f"{type(err).__name__}: {err}"[:300]
+
+    def cancel(self) -> None:
+        self.candidates = []
+        self.go.set()
+
+    def finish(self, record: dict) -> None:
+        """Check the exercises that scored something (see the module's docstring); updates
+        ``record``: ``results``, ``zero`` (rules broken, stubs) and ``answer_flags``."""
+        from .runner import PAUSE_STOP
+
+        results = record.setdefault("results", {})
+        zero = record.setdefault("zero", {})
+        scored = [label for label in self.labels
+                  if label not in zero and _fraction(results.get(label), self.tests[label]) > 0]
+        for label in scored:
+            if label in self.stubs:
+                zero[label] = ("not implemented: your answer still starts with `raise NotImplementedError` (the "
+                               "values came from somewhere else)")
+                _flag(record, label, "a stub answer that got values: the kernel's replies were not the answer's")
+        self.candidates = [label for label in scored if label not in self.stubs]
+        self.go.set()
+        if self.thread is None:
+            return
+        self.thread.join(extra_seconds(self.options) + 30.0)
+        run = self.run
+        if self.thread.is_alive() or run is None or self.failed:
+            why = self.failed or "it did not finish"
+            for label in self.candidates:
+                _flag(record, label, f"the own-work run could not run ({why}); the answer was not checked there")
+            record["retry"] = True
+            return
+        for label in self.candidates:
+            if label not in self.found:
+                stop = run.stop or "the fresh kernel did not reach the exercise"
+                if stop.startswith("the autograder could not run"):
+                    _flag(record, label, f"the own-work run could not run ({stop}); the answer was not checked there")
+                    record["retry"] = True
+                    continue
+                zero[label] = f"{OWN_CELLS} the answer was not reached ({stop[:200]}): 0 points"
+                _flag(record, label, f"own-work run stopped before the exercise: {stop[:200]}")
+                continue
+            decide(record, label, self.tests[label], *self.found[label],
+                   missing=chapter_names_missing(run.cell_errors, label))
+        if run.stop and run.stop != PAUSE_STOP and not run.stop.startswith("the autograder could not run"):
+            text = f"the own-work run stopped: {run.stop[:200]}"
+            if text not in record.setdefault("flags", []):
+                record["flags"].append(text)
+
+
 def check_own_work(plan: Plan, labels: List[str], tests: Dict[str, List[HiddenTest]], cache, options,
                    course_root: Path, record: dict, chapter_number: Optional[int], course_texts: List[str]) -> None:
-    """The own-work run for one submission (see the module's docstring); updates ``record``:
-    ``results`` (an exercise that scores less there), ``zero`` (rules broken, stubs) and
-    ``answer_flags``."""
-    from .references import ReferenceCache, run_tests
-    from .runner import run_notebook
-
-    results = record.setdefault("results", {})
-    zero = record.setdefault("zero", {})
-    candidates = []
-    for label in labels:
-        if not tests.get(label) or label in zero or _fraction(results.get(label), tests[label]) <= 0:
-            continue
-        if still_stub(plan, label):
-            zero[label] = ("not implemented: your answer still starts with `raise NotImplementedError` (the values "
-                           "came from somewhere else)")
-            _flag(record, label, "a stub answer that got values: the kernel's replies were not the answer's")
-            continue
-        candidates.append(label)
-    if not candidates:
-        return
-    cells, points = clean_cells(plan, candidates, course_texts)
-    hidden = list(options.hidden_paths) + hidden_files(chapter_number, candidates)
-    clean_options = dataclasses.replace(options, hidden_paths=hidden, slot=f"{options.slot}-own",
-                                        timeout=min(float(options.timeout), CLEAN_CELLS_SECONDS),
-                                        keep_all_outputs=False)
-    found: Dict[str, Tuple[List[dict], Findings]] = {}
-
-    def on_point(point_labels, session) -> None:
-        for label in point_labels:
-            session.source = plan.sources.get(label, "")
-            clean = CleanSession(session, rule(label))
-            found[label] = (run_tests(tests.get(label, []), clean, ReferenceCache.Lookup(cache, "")), clean.findings)
-
-    run = run_notebook(cells, points, on_point, clean_options, course_root)
-    for label in candidates:
-        if label not in found:
-            stop = run.stop or "the fresh kernel did not reach the exercise"
-            if stop.startswith("the autograder could not run"):
-                _flag(record, label, f"the own-work run could not run ({stop}); the answer was not checked there")
-                record["retry"] = True
-                continue
-            zero[label] = f"{OWN_CELLS} the answer was not reached ({stop[:200]}): 0 points"
-            _flag(record, label, f"own-work run stopped before the exercise: {stop[:200]}")
-            continue
-        decide(record, label, tests[label], *found[label], missing=chapter_names_missing(run.cell_errors, label))
-    if run.stop and not run.stop.startswith("the autograder could not run"):
-        text = f"the own-work run stopped: {run.stop[:200]}"
-        if text not in record.setdefault("flags", []):
-            record["flags"].append(text)
+    """The own-work run for one submission after its normal run, in one go (see :class:`OwnWorkRun`
+    to start it beside the normal run); updates ``record``."""
+    OwnWorkRun(plan, labels, tests, cache, options, course_root, chapter_number, course_texts).start().finish(record)
 
 
 def decide(record: dict, label: str, tests: List[HiddenTest], clean_results: List[dict], findings: Findings,
