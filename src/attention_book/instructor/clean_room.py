@@ -3,8 +3,9 @@
 "Write your own" (an exercise's rules and "own work only") is decided by what the answer does,
 where the student's code cannot interfere with the decision:
 
-1. **A fresh kernel with the student's own cells only.** After the notebook's normal run, the
-   grader starts a second sandbox and runs a trusted preamble (the chapter's imports of
+1. **A fresh kernel with the student's own cells only.** Beside the notebook's normal run, the
+   grader starts a second sandbox (:class:`OwnWorkRun`: it imports what it needs, then waits for
+   the normal run's results) and runs a trusted preamble (the chapter's imports of
    third-party modules, the package objects the exercise allows, the grader's request handler)
    followed by the cells the student wrote (answers and added cells), and none of the chapter's
    cells: the chapter's worked functions and classes do not exist there, and the package's
@@ -28,8 +29,9 @@ where the student's code cannot interfere with the decision:
 4. **A stub is a stub.** An answer whose functions still start with the release's ``raise
    NotImplementedError`` scores 0 ("not implemented"), whatever its kernel replies.
 
-The run is skipped for exercises that scored nothing already. Its time counts in the worker's
-hard deadline (:func:`extra_seconds`). Without the sandbox (``--unsafe``) nothing is hidden.
+Only exercises that scored something in the normal run are checked (none: the kernel is stopped
+unused). Its time counts in the worker's hard deadline (:func:`extra_seconds`). Without the
+sandbox (``--unsafe``) nothing is hidden.
 """
 
 from __future__ import annotations
