@@ -117,11 +117,13 @@ ONE_HOT_HEAD = ("def embed_by_matrix_product(token_ids, weight):\n"
 
 CH01 = [
     Case("local-named-embedding", "ex-01-one-hot",
-         ONE_HOT_HEAD + "    embedding = torch.nn.functional.one_hot(token_ids, num_classes=weight.shape[0])\n"
-         "    return embedding.to(weight.dtype) @ weight\n", "full", why="a local variable named embedding"),
+         ONE_HOT_HEAD + "    one_hot = torch.nn.functional.one_hot(token_ids, num_classes=weight.shape[0])\n"
+         "    embedding = one_hot.to(weight.dtype) @ weight\n"
+         "    return embedding\n", "full", why="a local variable named embedding"),
     Case("local-named-take", "ex-01-one-hot",
          ONE_HOT_HEAD + "    take = torch.nn.functional.one_hot(token_ids, num_classes=weight.shape[0])\n"
-         "    return take.to(weight.dtype) @ weight\n", "full", why="a local variable named take"),
+         "    take = take.to(weight.dtype)\n"
+         "    return take @ weight\n", "full", why="a local variable named take"),
     Case("identity-rows", "ex-01-one-hot",
          ONE_HOT_HEAD + "    rows = torch.eye(weight.shape[0], dtype=weight.dtype)[token_ids]  # one-hot rows\n"
          "    return rows @ weight\n", "full", why="one-hot rows by indexing an identity matrix"),
