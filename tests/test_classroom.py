@@ -33,7 +33,7 @@ from attention_book.instructor.gradebook import ManualPointsError, read_manual_p
 from attention_book.instructor.markup import NOT_IMPLEMENTED, cell_text
 from attention_book.instructor.release import build_release
 from attention_book.instructor.report import plain_title
-from helpers import needs_isolation
+from helpers import SERVER_START_TIMEOUT, needs_isolation
 from test_release import make_toy_course
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -545,8 +545,8 @@ def test_make_lab_serves_the_right_notebooks(target, marker, tmp_path):
     server = subprocess.Popen(shlex.split(line), cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        listing = None
-        for _ in range(240):
+        listing, deadline = None, time.monotonic() + SERVER_START_TIMEOUT
+        while time.monotonic() < deadline:  # until it answers, it exits, or a generous bound passes
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents?token={token}", timeout=5) as r:
                     listing = json.load(r)
@@ -559,7 +559,7 @@ def test_make_lab_serves_the_right_notebooks(target, marker, tmp_path):
         names = sorted(item["name"] for item in listing["content"])
         assert "03_softmax_and_scaling.ipynb" in names and "README.md" not in names
         url = f"http://127.0.0.1:{port}/api/contents/03_softmax_and_scaling.ipynb?token={token}"
-        with urllib.request.urlopen(url, timeout=30) as r:
+        with urllib.request.urlopen(url, timeout=SERVER_START_TIMEOUT) as r:
             notebook = json.dumps(json.load(r)["content"])
         assert marker in notebook
     finally:

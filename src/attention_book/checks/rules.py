@@ -12,8 +12,11 @@ Two kinds of rule:
   (:mod:`attention_book.instructor.clean_room`). ``allowed`` lists what the exercise lets the
   answer use (package objects or chapter names, e.g. the decoder block is built from the
   chapter's ``MultiHeadAttention``); the own-work run makes exactly these importable.
-  (``forbidden`` and ``no_index``, rules read from the source text, are no longer used by any
-  exercise: a local variable called ``softmax`` or ``take`` is not a call.)
+  (``no_index``, read from the source text, is no longer used: a local variable called
+  ``take`` is not a call. ``forbidden`` is left for one exercise whose answer is a module:
+  ex-07-from-memory's fused-kernel rule, dotted names only (``F.scaled_dot_product_attention``,
+  ``nn.MultiheadAttention``, ...), so a helper of the student's own with such a name is fine; the
+  own-work run traces functions, not a module's forward, yet.)
 * **Own work only**: an answer must not be, call or wrap code the chapter body defines before
   the exercise (its worked functions and classes, and what it imports from ``attention_book``)
   unless ``allowed`` lists it. The names (with a digest of each definition) are generated from
@@ -41,7 +44,7 @@ from .opgraph import OpRule
 
 __all__ = ["Rule", "RULES", "rule", "chapter_code", "SOFTMAX_NAMES", "LOOKUP_NAMES", "READY_MADE",
            "LOOKUP_MESSAGE", "CHAPTER_CODE_FILE", "OpRule", "SOFTMAX_OPS", "READY_MADE_OPS", "GROUPING_MESSAGE",
-           "MATRIX_PRODUCT_OPS", "MATRIX_PRODUCT_MESSAGE"]
+           "MATRIX_PRODUCT_OPS", "MATRIX_PRODUCT_MESSAGE", "FUSED_NAMES", "FUSED_MESSAGE"]
 
 CHAPTER_CODE_FILE = Path(__file__).with_name("chapter_code.json")
 
@@ -86,10 +89,24 @@ GROUPING_MESSAGE = (
     "heads for you ({names}); repeat the key/value heads first (repeat_interleave or indexing)"
 )
 
+#: every ready-made attention (ex-07-from-memory writes the computation itself); dotted names
+#: only, so a helper of the reader's own called ``scaled_dot_product_attention`` is not one
+FUSED_NAMES = (
+    "torch.nn.functional.scaled_dot_product_attention", "F.scaled_dot_product_attention",
+    "torch.nn.MultiheadAttention", "nn.MultiheadAttention",
+    "torch.nn.functional.multi_head_attention_forward", "F.multi_head_attention_forward",
+    "torch.nn.attention.flex_attention.flex_attention",
+)
+FUSED_MESSAGE = (
+    "a fused kernel used ({names}): this capstone asks for the computation itself, the scores, "
+    "the mask, the softmax and the weighted sum written with torch operations (chapter 10 "
+    "replaces them by F.scaled_dot_product_attention)"
+)
+
 
 @dataclass(frozen=True)
 class Rule:
-    forbidden: Tuple[str, ...] = ()  # calls the answer must not make, read from the source (unused)
+    forbidden: Tuple[str, ...] = ()  # dotted calls the answer must not make, read from the source
     message: str = ""  # the hint when it does; {names} = the calls found
     no_index: Optional[Tuple[str, int]] = None  # (function, argument position) not to index (unused)
     allowed: Tuple[str, ...] = ()  # package objects (dotted) or chapter names the answer may use
@@ -102,6 +119,7 @@ RULES: Dict[str, Rule] = {
     "ex-02-score-loop": Rule(ops=OpRule(ops=MATRIX_PRODUCT_OPS, message=MATRIX_PRODUCT_MESSAGE),
                              function="scores_by_loop"),
     "ex-03-stable-softmax": Rule(ops=OpRule(ops=SOFTMAX_OPS, message=READY_MADE_OPS), function="my_softmax"),
+    "ex-07-from-memory": Rule(forbidden=FUSED_NAMES, message=FUSED_MESSAGE),
     "ex-07-decoder-block": Rule(allowed=("attention_book.multihead.MultiHeadAttention", "MultiHeadAttention")),
     "ex-10-gqa": Rule(ops=OpRule(grouped_kernel=True, message=GROUPING_MESSAGE), function="grouped_attention"),
 }
