@@ -364,7 +364,7 @@ def test_cases_graded_in_sandboxes(graded_in_sandboxes):
 
 def test_hidden_tests_never_read_the_answers_text():
     """Behaviour, never source substrings (issue 30 item 7): no hidden test reads
-    ``student.source`` (except ex-10-flops' guard, which goes with that exercise's rewrite)."""
+    ``student.source``."""
     from pathlib import Path
 
     found = []
@@ -373,4 +373,4 @@ def test_hidden_tests_never_read_the_answers_text():
         for function in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
             if any(isinstance(n, ast.Attribute) and n.attr == "source" for n in ast.walk(function)):
                 found.append(f"{path.name}:{function.name}")
-    assert found in ([], ["ch10.py:flops_without_package"]), found
+    assert found == [], found
