@@ -628,3 +628,74 @@ def test_a_test_that_waits_for_the_values_is_shown_as_waiting():
     assert [s for s, _, _ in verdict.results()] == ["FAIL", "WAIT"] and verdict.score == 0.0
     assert "....  gradient: not checked until the values are right" in str(verdict)
     assert "FAIL  gradient" not in str(verdict)
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 29/30: rules on operations, the main-value rule, code reached at run time
+# ------------------------------------------------------------------------------------------------
+
+
+def test_main_value_rule_caps_a_verdict_at_half():
+    @register("ex-98-main", "main value rule")
+    def check(answer):
+        def fails():
+            raise Hint("the values are wrong")
+
+        return [Guard("shape", lambda: None), ("values", fails), ("edge 1", lambda: None),
+                ("edge 2", lambda: None), ("edge 3", lambda: None)]
+
+    verdict = check(lambda: None)
+    assert verdict.main == "values" and verdict.score == 0.5 and not verdict.ok
+
+    @register("ex-98-main-ok", "main value passes")
+    def other(answer):
+        def fails():
+            raise Hint("an edge case")
+
+        return [("values", lambda: None), ("edge", fails), ("edge 2", lambda: None)]
+
+    assert other(lambda: None).score == pytest.approx(2 / 3)
+
+
+def test_a_broken_rule_scores_zero_as_with_the_grader():
+    from attention_book.checks.core import check_operations
+
+    @register("ex-03-stable-softmax", "A numerically stable softmax")
+    def check(answer):
+        scores = torch.randn(2, 3, generator=torch.Generator().manual_seed(0))
+
+        def values():
+            assert torch.allclose(answer(scores), torch.softmax(scores, dim=-1))
+
+        return [("values", values), Guard("rule", lambda: check_operations("ex-03-stable-softmax", answer, scores))]
+
+    looked_up = check(lambda s, dim=-1: getattr(torch, "softmax")(s, dim=dim))
+    assert looked_up.rule_broken and looked_up.score == 0 and "ready-made softmax" in str(looked_up)
+    own = check(lambda s, dim=-1: (s - s.amax(dim, keepdim=True)).exp() / (s - s.amax(dim, keepdim=True)).exp().sum(
+        dim, keepdim=True))
+    assert own.ok and own.score == 1.0
+
+
+def test_code_looked_up_at_run_time_is_not_own_work():
+    from attention_book.checks.answers import dynamic_use, own_work
+
+    namespace = load_answer(
+        "import torch\n"
+        "import torch.nn.functional as F\n"
+        "def by_dict(s, dim=-1):\n    return F.__dict__['softmax'](s, dim=dim)\n"
+        "def by_main(s, dim=-1):\n    import __main__\n    return __main__.f(s)\n"
+        "def by_shell(s, dim=-1):\n    return get_ipython().user_ns['f'](s)\n"
+        "def honest(s, dim=-1):\n    softmax = (s - s.amax(dim, keepdim=True)).exp()\n"
+        "    return softmax / softmax.sum(dim, keepdim=True)\n", "dynamic")
+    for name, what in (("by_dict", "__dict__"), ("by_main", "__main__"), ("by_shell", "user_ns")):
+        assert what in dynamic_use(namespace[name]), name
+        assert "run time" in own_work(namespace[name], "ex-98-x")
+    assert dynamic_use(namespace["honest"]) == "" and own_work(namespace["honest"], "ex-98-x") == ""
+
+
+def test_package_code_kept_in_a_container_is_still_package_code():
+    from attention_book.scores import stable_softmax
+
+    namespace = load_answer("def answer(s):\n    return helpers['softmax'](s)\n", "container")
+    namespace["helpers"] = {"softmax": stable_softmax}
+    assert "stable_softmax" in package_use(namespace["answer"])

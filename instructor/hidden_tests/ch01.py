@@ -6,7 +6,7 @@ student's namespace ``ns`` and raises Hint("what is wrong and how to fix it") wh
 
 import torch
 
-from attention_book.instructor.hidden import Hint, answer, hidden_test
+from attention_book.instructor.hidden import Hint, answer, hidden_test, same
 
 
 @hidden_test("ex-01-one-hot", "other vocabulary and embedding sizes")
@@ -45,6 +45,15 @@ def one_hot_gradients(ns):
 
 def _positions(session, **sizes):
     return session.probe("ch01.positions", **sizes)  # attention_book.instructor.probes
+
+
+@hidden_test("ex-01-positions", "main values: a batch of sequences shorter than the context")
+def positions_main(student, reference):
+    sizes = dict(seed=5, B=2, T=5, C=3, context_length=8)
+    got, _, _ = _positions(student, **sizes)
+    want, _, _ = _positions(reference, **sizes)
+    same(got, want, "add_positions on a (2, 5, 3) batch with 8 positions",
+         hint="add position t's row to token t of every sequence (rows 0 .. T - 1, broadcast over the batch)")
 
 
 @hidden_test("ex-01-positions", "a single sequence of one token")

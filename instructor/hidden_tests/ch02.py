@@ -4,11 +4,9 @@ Format: see attention_book.instructor.hidden (and instructor/README.md). Each te
 student's namespace ``ns`` and raises Hint("what is wrong and how to fix it") when it fails.
 """
 
-from unittest import mock
-
 import torch
 
-from attention_book.instructor.hidden import Hint, answer, hidden_test, randn
+from attention_book.instructor.hidden import Hint, answer, hidden_test, randn, same
 
 
 def _shape(result):
@@ -18,34 +16,14 @@ def _shape(result):
 # ---------------------------------------------------------------- ex-02-score-loop
 
 
-@hidden_test("ex-02-score-loop", "built from dot products in loops, not one matrix product")
-def score_loop_uses_loops(ns):
-    scores_by_loop = answer(ns, "scores_by_loop")
+@hidden_test("ex-02-score-loop", "main values: 3 queries, 2 keys")
+def score_loop_main(student, reference):
+    # "one dot product per entry, not a matrix product" is the exercise's rule on operations
+    # (checks/rules.py): the grader judges it on the operations it replays (clean_room), not here
     queries, keys = randn(3, 4, seed=20), randn(2, 4, seed=21)
-    original_matmul, original_rmatmul = torch.Tensor.__matmul__, torch.Tensor.__rmatmul__
-
-    def refuse(*args, **kwargs):
-        raise Hint("the exercise asks for two loops of torch.dot(queries[i], keys[j]); a single matrix "
-                   "product (queries @ keys.T, torch.matmul, torch.mm, torch.einsum) skips the point "
-                   "of it: fill the (T_q, T_k) matrix entry by entry")
-
-    def only_vectors(original):
-        def guarded(a, b):  # a @ b of two vectors is a dot product: allowed inside the loops
-            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() >= 2 and b.dim() >= 2:
-                refuse()
-            return original(a, b)
-        return guarded
-
-    with mock.patch.object(torch.Tensor, "__matmul__", only_vectors(original_matmul)), \
-            mock.patch.object(torch.Tensor, "__rmatmul__", only_vectors(original_rmatmul)), \
-            mock.patch.object(torch, "matmul", only_vectors(torch.matmul)), \
-            mock.patch.object(torch.Tensor, "matmul", only_vectors(torch.Tensor.matmul)), \
-            mock.patch.object(torch, "mm", refuse), mock.patch.object(torch.Tensor, "mm", refuse), \
-            mock.patch.object(torch, "einsum", refuse):
-        result = scores_by_loop(queries, keys)
-    if not isinstance(result, torch.Tensor) or not torch.allclose(result.detach(), queries @ keys.T, atol=1e-5):
-        raise Hint("for 3 queries and 2 keys the result should be the (3, 2) matrix of dot products "
-                   "queries[i] . keys[j]")
+    same(student.call("scores_by_loop", queries, keys), reference.call("scores_by_loop", queries, keys),
+         "scores_by_loop(queries, keys)",
+         hint="the (3, 2) matrix of dot products queries[i] . keys[j]: row i for query i, column j for key j")
 
 
 @hidden_test("ex-02-score-loop", "a single query or a single key (T = 1)")
@@ -63,6 +41,14 @@ def score_loop_single_token(ns):
 
 
 # ---------------------------------------------------------------- ex-02-projected-scores
+
+
+@hidden_test("ex-02-projected-scores", "main values: five tokens, d_in 4, d_k 3")
+def projected_main(student, reference):
+    args = (randn(5, 4, seed=34), randn(4, 3, seed=35), randn(4, 3, seed=36))
+    same(student.call("projected_scores", *args), reference.call("projected_scores", *args),
+         "projected_scores(inputs, W_query, W_key)",
+         hint="(inputs @ W_query) @ (inputs @ W_key).T: row i is query i, column j key j")
 
 
 @hidden_test("ex-02-projected-scores", "a single token (T = 1)")
@@ -173,6 +159,14 @@ def point_at_step(student, reference):
 
 def _additive(session, **sizes):
     return session.probe("ch02.additive", **sizes)
+
+
+@hidden_test("ex-02-additive-scores", "main values: 4 queries, 5 keys, hidden width 3")
+def additive_main(student, reference):
+    sizes = dict(seed=9, T_q=4, T_k=5, d_q=3, d_k=2, d_h=3)
+    got, _ = _additive(student, **sizes)
+    want, _ = _additive(reference, **sizes)
+    same(got, want, "additive_attention_scores", hint="scores[i, j] = v . tanh(queries[i] W_query + keys[j] W_key)")
 
 
 @hidden_test("ex-02-additive-scores", "one query, one key, a hidden width of 1")

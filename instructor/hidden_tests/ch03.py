@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from attention_book.instructor.hidden import Hint, answer, hidden_test, randn
+from attention_book.instructor.hidden import Hint, answer, hidden_test, randn, same
 
 
 def _tensor(result, what):
@@ -33,6 +33,26 @@ def softmax_no_mutation(ns):
     my_softmax(scores, dim=0)
     if my_softmax.mutated:  # the kernel's copy changed in place (the grader's stays as it was)
         raise Hint(IN_PLACE.format(what="scores"))
+
+
+@hidden_test("ex-03-stable-softmax", "main values: scores in the hundreds, along dim=-1 and dim=0")
+def softmax_large_scores(ns):
+    my_softmax = answer(ns, "my_softmax")
+    scores = randn(4, 5, seed=3, scale=300.0)  # float32's exp overflows beyond about 88
+    scores[0] -= 2000.0  # one row far below the rest: a maximum of the whole tensor underflows it
+    for dim in (-1, 0):
+        result = _tensor(my_softmax(scores.clone(), dim=dim), "my_softmax")
+        if tuple(result.shape) != (4, 5):
+            raise Hint(f"scores of shape (4, 5) must give weights of shape (4, 5) for dim={dim}, got "
+                       f"{tuple(result.shape)}: reduce with keepdim=True")
+        if not torch.isfinite(result).all():
+            raise Hint(f"scores in the hundreds gave nan or inf for dim={dim}: exp overflows (or a whole row "
+                       "underflows to 0 / 0); subtract the maximum along dim, scores.amax(dim=dim, "
+                       "keepdim=True), before torch.exp")
+        if not torch.allclose(result, torch.softmax(scores, dim=dim), atol=1e-5):
+            raise Hint(f"for scores in the hundreds and dim={dim} the weights differ from torch.softmax(scores, "
+                       f"dim={dim}): subtract the maximum along dim (not of the whole tensor), then exp, then "
+                       "divide by the sum along dim")
 
 
 @hidden_test("ex-03-stable-softmax", "a (B, T, T) batch along dim=1 and dim=-1")
@@ -67,6 +87,13 @@ def softmax_masked_float64(ns):
 # ---------------------------------------------------------------- ex-03-scaled-weights
 
 
+@hidden_test("ex-03-scaled-weights", "main values: 4 queries, 6 keys, d_k 8")
+def scaled_main(student, reference):
+    queries, keys = randn(4, 8, seed=13), randn(6, 8, seed=14)
+    same(student.call("scaled_weights", queries, keys), reference.call("scaled_weights", queries, keys),
+         "scaled_weights(queries, keys)", hint="softmax(queries @ keys.T / sqrt(d_k), dim=-1)")
+
+
 @hidden_test("ex-03-scaled-weights", "a single query or a single key (T = 1)")
 def scaled_single_token(ns):
     scaled_weights = answer(ns, "scaled_weights")
@@ -80,6 +107,19 @@ def scaled_single_token(ns):
         if not torch.allclose(result, expected, atol=1e-5):
             raise Hint(f"for {T_q} {'query' if T_q == 1 else 'queries'} and {T_k} key{'' if T_k == 1 else 's'} the weights differ from "
                        "softmax(queries @ keys.T / sqrt(d_k), dim=-1); with one key every weight is 1")
+
+
+@hidden_test("ex-03-scaled-weights", "large queries and keys (scores in the hundreds) stay finite")
+def scaled_large_scores(ns):
+    scaled_weights = answer(ns, "scaled_weights")
+    queries, keys = randn(3, 8, seed=7, scale=20.0), randn(5, 8, seed=8, scale=20.0)
+    result = _tensor(scaled_weights(queries, keys), "scaled_weights")
+    expected = torch.softmax(queries @ keys.T / math.sqrt(8), dim=-1)
+    if tuple(result.shape) != (3, 5) or not torch.isfinite(result).all():
+        raise Hint("scores in the hundreds gave nan or inf (or the wrong shape): torch.exp overflows "
+                   "beyond about 88; use torch.softmax(..., dim=-1), which subtracts the maximum first")
+    if not torch.allclose(result, expected, atol=1e-5):
+        raise Hint("for large scores the weights differ from softmax(queries @ keys.T / sqrt(d_k), dim=-1)")
 
 
 @hidden_test("ex-03-scaled-weights", "queries and keys stay unchanged", guard=True)
@@ -153,6 +193,21 @@ def temperature_batch(ns):
                        "the max and the sum over the last dimension (dim=-1), not dim=1")
 
 
+@hidden_test("ex-03-temperature", "a low temperature on large scores stays finite")
+def temperature_cold(ns):
+    softmax_with_temperature = answer(ns, "softmax_with_temperature")
+    scores = randn(3, 6, seed=13, scale=5.0)
+    for temperature in (0.05, 0.01):
+        result = _tensor(softmax_with_temperature(scores.clone(), temperature), "softmax_with_temperature")
+        if tuple(result.shape) != (3, 6) or not torch.isfinite(result).all():
+            raise Hint(f"temperature={temperature} gave nan or inf (or the wrong shape): scores / temperature "
+                       "reach the hundreds and torch.exp overflows; use torch.softmax(scores / temperature, "
+                       "dim=-1), or subtract the row maximum first")
+        if not torch.allclose(result, torch.softmax(scores / temperature, dim=-1), atol=1e-5):
+            raise Hint(f"for temperature={temperature} the weights differ from softmax(scores / temperature, "
+                       "dim=-1)")
+
+
 @hidden_test("ex-03-temperature", "the scores passed in stay unchanged", guard=True)
 def temperature_no_mutation(ns):
     softmax_with_temperature = answer(ns, "softmax_with_temperature")
@@ -182,6 +237,11 @@ def _attend_weights(student, target, share):
     from attention_book.data import journey_inputs
 
     _, inputs = journey_inputs()
+    if W_query.dtype == W_key.dtype == torch.float32:  # the chapter's dtype: the weights must be finite there
+        scores32 = (inputs.float() @ W_query) @ (inputs.float() @ W_key).T
+        if not torch.isfinite(torch.softmax(scores32 / W_key.shape[-1] ** 0.5, dim=-1)).all():
+            raise Hint("in float32 your matrices give scores that overflow (inf or nan weights): a scale "
+                       "far smaller suffices for a share of 0.995, e.g. a few units to a few dozen")
     W_query, W_key = W_query.double(), W_key.double()
     scores = (inputs.double() @ W_query) @ (inputs.double() @ W_key).T  # (6, 6)
     return torch.softmax(scores / W_key.shape[-1] ** 0.5, dim=-1)
@@ -212,6 +272,13 @@ def attend_step(student, reference):
 
 
 # ---------------------------------------------------------------- ex-03-soft-cap
+
+
+@hidden_test("ex-03-soft-cap", "main values: a (3, 5) score matrix, cap 5")
+def soft_cap_main(student, reference):
+    scores = randn(3, 5, seed=15, scale=8.0)
+    same(student.call("cap_scores", scores, 5.0), reference.call("cap_scores", scores, 5.0),
+         "cap_scores(scores, 5.0)", hint="cap * tanh(scores / cap)")
 
 
 @hidden_test("ex-03-soft-cap", "float64 and a single score row, gradients flow")

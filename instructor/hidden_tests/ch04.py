@@ -6,7 +6,7 @@ student's namespace ``ns`` and raises Hint("what is wrong and how to fix it") wh
 
 import torch
 
-from attention_book.instructor.hidden import Hint, answer, hidden_test, randn
+from attention_book.instructor.hidden import Hint, answer, hidden_test, randn, same
 
 
 def _reference(queries, keys, values):
@@ -24,6 +24,13 @@ def _context(context_vectors, *args):
 
 
 # ---------------------------------------------------------------- ex-04-context-vectors
+
+
+@hidden_test("ex-04-context-vectors", "main values: a (2, 5, 4) batch, d_v 3")
+def context_main(student, reference):
+    args = (randn(2, 5, 4, seed=11), randn(2, 5, 4, seed=12), randn(2, 5, 3, seed=13))
+    same(student.call("context_vectors", *args), reference.call("context_vectors", *args),
+         "context_vectors(queries, keys, values)", hint="softmax(Q K^T / sqrt(d_k), dim=-1) @ V")
 
 
 @hidden_test("ex-04-context-vectors", "one token (T = 1): the context vector is its value", guard=True)

@@ -42,6 +42,17 @@ def _check_split_merge(split_heads, merge_heads, B, T, H, hd, dtype=torch.float3
         raise Hint(f"the dtype changed from {dtype} to {merged.dtype}: view and transpose keep it")
 
 
+@hidden_test("ex-05-split-heads", "main values: B 2, T 5, 4 heads of 3")
+def split_main(student, reference):
+    x = randn(2, 5, 12, seed=14)
+    heads = student.call("split_heads", x, 4)
+    same(heads, reference.call("split_heads", x, 4), "split_heads(x, 4)",
+         hint="view (B, T, H, head_dim), then transpose(1, 2) to (B, H, T, head_dim)")
+    merged = reference.call("split_heads", x, 4)
+    same(student.call("merge_heads", merged), reference.call("merge_heads", merged), "merge_heads(heads)",
+         hint="transpose(1, 2) back to (B, T, H, head_dim), then reshape to (B, T, H * head_dim)")
+
+
 @hidden_test("ex-05-split-heads", "one sequence of one token (B = T = 1)")
 def split_single_token(ns):
     split_heads, merge_heads = answer(ns, "split_heads"), answer(ns, "merge_heads")

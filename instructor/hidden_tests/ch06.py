@@ -6,7 +6,7 @@ student's namespace ``ns`` and raises Hint("what is wrong and how to fix it") wh
 
 import torch
 
-from attention_book.instructor.hidden import Hint, answer, hidden_test, randn
+from attention_book.instructor.hidden import Hint, answer, hidden_test, randn, same
 
 
 def _reference_cross(x, context, W_query, W_key, W_value):
@@ -23,6 +23,15 @@ def _pair(result):
 
 
 # ---------------------------------------------------------------- ex-06-cross
+
+
+@hidden_test("ex-06-cross", "main values: 3 queries, a context of 5 tokens")
+def cross_main(student, reference):
+    args = (randn(3, 4, seed=10), randn(5, 6, seed=11), randn(4, 3, seed=12), randn(6, 3, seed=13),
+            randn(6, 2, seed=14))
+    same(student.call("cross_attention", *args), reference.call("cross_attention", *args),
+         "cross_attention(x, context, W_query, W_key, W_value)",
+         hint="queries from x, keys and values from context; softmax(Q K^T / sqrt(d_k)) over the context")
 
 
 @hidden_test("ex-06-cross", "one query token and a one-token context (T = 1)")

@@ -10,7 +10,7 @@ first operation on a meta tensor loads PyTorch's meta kernels (about 2 s, once p
 
 import torch
 
-from attention_book.instructor.hidden import Hint, answer, hidden_test, randn
+from attention_book.instructor.hidden import Hint, answer, hidden_test, randn, same
 
 
 def _reference_causal(scores):
@@ -31,6 +31,13 @@ DEVICE = ("on another device than the CPU your code fails{detail}: create the ma
 
 
 # ---------------------------------------------------------------- ex-07-causal-softmax
+
+
+@hidden_test("ex-07-causal-softmax", "main values: a (2, 6, 6) batch of scores")
+def causal_main(student, reference):
+    scores = randn(2, 6, 6, seed=3)
+    same(student.call("causal_weights", scores), reference.call("causal_weights", scores),
+         "causal_weights(scores)", hint="-inf above the diagonal, then softmax over the last dimension")
 
 
 @hidden_test("ex-07-causal-softmax", "one and two tokens (T = 1, T = 2)")
@@ -91,6 +98,15 @@ def causal_device(student, reference):
 # ---------------------------------------------------------------- ex-07-decoder-mask
 
 
+@hidden_test("ex-07-decoder-mask", "main values: a padded batch of three sequences")
+def decoder_mask_main(student, reference):
+    pad = torch.tensor([[False, False, False, False, True],
+                        [False, False, False, True, True],
+                        [False, False, False, False, False]])
+    same(student.call("decoder_mask", pad), reference.call("decoder_mask", pad), "decoder_mask(key_padding_mask)",
+         hint="True above the diagonal (the future) and in padded key columns, key_padding_mask[:, None, :]")
+
+
 @hidden_test("ex-07-decoder-mask", "one token, and a batch of one sequence")
 def decoder_short(ns):
     decoder_mask = answer(ns, "decoder_mask")
@@ -126,8 +142,48 @@ def decoder_device(student, reference):
 
 
 # ---------------------------------------------------------------- ex-07-decoder-block
-# Properties of the student's block, checked here on the values it returns: causal over the
-# decoder's tokens, blind to padded encoder positions, and using the encoder at all.
+# Values first: the block is built in the student's kernel (probe "module.values"), its two
+# attention layers' own weights come back as data, and the grader builds the reference decoder
+# block from them here (attention_book.checks.ch07, the same functions as the self-check).
+# Then properties of the student's block: causal over the decoder's tokens, blind to padded
+# encoder positions, and using the encoder at all.
+
+BLOCK_SIZES = dict(d_model=12, d_context=5, num_heads=3)  # not the self-check's sizes
+
+
+@hidden_test("ex-07-decoder-block", "main values: the block's own weights in the reference decoder block")
+def decoder_block_values(student, reference):
+    from attention_book.checks.ch07 import block_cases, block_structure_hint, block_values_hint
+    from attention_book.checks.modules import layers_from_data
+
+    d_model, d_context, heads = BLOCK_SIZES["d_model"], BLOCK_SIZES["d_context"], BLOCK_SIZES["num_heads"]
+    cases = block_cases(seed=41, d_model=d_model, d_context=d_context)
+    if not student.has("DecoderBlock"):
+        raise Hint("`DecoderBlock` is not defined: run the cell that defines it (and keep its name)")
+    found = student.probe("module.values", name="DecoderBlock", init=[d_model, d_context, heads, 16], seed=41,
+                          cases=[list(case) for case in cases], redraw_seed=42)
+    if not isinstance(found, dict) or found.get("module") != "Module":
+        made = found.get("module") if isinstance(found, dict) else type(found).__name__
+        raise Hint(f"DecoderBlock(...) should create an nn.Module, got {made}")
+    extra = [str(name) for name in found.get("extra") or []]
+    layers = layers_from_data(found.get("layers"))
+    hint = block_structure_hint(layers, extra, d_model, d_context, heads)
+    if hint:
+        raise Hint(hint)
+    outputs = list(found.get("outputs") or [])
+    for output in outputs:
+        if isinstance(output, (tuple, list)) and output[:1] == ("error",):
+            from attention_book.instructor.hidden import shown_error
+
+            message = shown_error(str(output[1]), str(output[2]) if len(output) > 2 else "")
+            raise Hint(f"your block raised {message} on a batch of shape (B, T, {d_model}) with an encoder "
+                       f"output of width {d_context}")
+    if len(outputs) != len(cases):
+        raise Hint("the block did not run on every input")
+    hint = block_values_hint(layers, cases, outputs, heads)
+    if hint:
+        raise Hint(hint)
+
 
 def _decoder(student, seed=31, B=2, T=5, T_enc=4, d_model=8, d_context=6, num_heads=2):
     x = randn(B, T, d_model, seed=seed)
@@ -145,7 +201,24 @@ def _decoder(student, seed=31, B=2, T=5, T_enc=4, d_model=8, d_context=6, num_he
     return x, out, out_future, out_padded, out_visible
 
 
-@hidden_test("ex-07-decoder-block", "uses the encoder output (and is not the identity)")
+@hidden_test("ex-07-decoder-block", "two attention layers (W_query, W_key, W_value, out_proj), no other parameters",
+             guard=True)
+def decoder_block_structure(student, reference):
+    from attention_book.checks.ch07 import block_cases, block_structure_hint
+    from attention_book.checks.modules import layers_from_data
+
+    d_model, d_context, heads = BLOCK_SIZES["d_model"], BLOCK_SIZES["d_context"], BLOCK_SIZES["num_heads"]
+    found = student.probe("module.values", name="DecoderBlock", init=[d_model, d_context, heads, 16], seed=43,
+                          cases=[list(block_cases(seed=43, d_model=d_model, d_context=d_context)[2])])
+    if not isinstance(found, dict) or found.get("module") != "Module":
+        raise Hint("DecoderBlock(...) should create an nn.Module")
+    layers = layers_from_data(found.get("layers"))
+    hint = block_structure_hint(layers, [str(n) for n in found.get("extra") or []], d_model, d_context, heads)
+    if hint:
+        raise Hint(hint)
+
+
+@hidden_test("ex-07-decoder-block", "uses the encoder output (and is not the identity)", guard=True)
 def decoder_uses_encoder(student, reference):
     x, out, _, _, out_visible = _decoder(student)
     if torch.allclose(out, out_visible, atol=1e-6):

@@ -65,18 +65,7 @@ def _accuracy(last_token_accuracy, logits, targets):
     raise Hint(f"last_token_accuracy should return a number, got {type(value).__name__}")
 
 
-@hidden_test("ex-08-accuracy", "one sequence of one token: 0 or 1")
-def accuracy_single(ns):
-    last_token_accuracy = answer(ns, "last_token_accuracy")
-    logits = torch.tensor([[[0.1, 2.0, -1.0, 0.5]]])  # (1, 1, 4): predicts token 1
-    for target, expected in ((1, 1.0), (3, 0.0)):
-        value = _accuracy(last_token_accuracy, logits, torch.tensor([[target]]))
-        if not math.isclose(value, expected, abs_tol=1e-9):
-            raise Hint(f"for one sequence of one token whose best token is 1 and target {target} the accuracy is "
-                       f"{expected:g}, got {value:g}: keep the batch and position axes (no .squeeze())")
-
-
-@hidden_test("ex-08-accuracy", "an exact fraction (3 of 7), not rounded")
+@hidden_test("ex-08-accuracy", "main values: an exact fraction (3 of 7), not rounded")
 def accuracy_fraction(ns):
     last_token_accuracy = answer(ns, "last_token_accuracy")
     generator = torch.Generator().manual_seed(4)
@@ -89,6 +78,17 @@ def accuracy_fraction(ns):
     if not math.isclose(value, 3 / 7, abs_tol=1e-6):
         raise Hint(f"3 right out of 7 sequences must give 3/7 = {3 / 7:.6f}, got {value:g}: divide by the "
                    "number of sequences and do not round")
+
+
+@hidden_test("ex-08-accuracy", "one sequence of one token: 0 or 1")
+def accuracy_single(ns):
+    last_token_accuracy = answer(ns, "last_token_accuracy")
+    logits = torch.tensor([[[0.1, 2.0, -1.0, 0.5]]])  # (1, 1, 4): predicts token 1
+    for target, expected in ((1, 1.0), (3, 0.0)):
+        value = _accuracy(last_token_accuracy, logits, torch.tensor([[target]]))
+        if not math.isclose(value, expected, abs_tol=1e-9):
+            raise Hint(f"for one sequence of one token whose best token is 1 and target {target} the accuracy is "
+                       f"{expected:g}, got {value:g}: keep the batch and position axes (no .squeeze())")
 
 
 # ---------------------------------------------------------------- ex-08-override

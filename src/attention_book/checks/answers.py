@@ -24,7 +24,7 @@ import textwrap
 import types
 from typing import Iterable, List, Optional, Set, Tuple
 
-__all__ = ["answer_source", "calls", "package_use", "own_work", "chapter_code_use", "digest_of",
+__all__ = ["answer_source", "calls", "package_use", "own_work", "chapter_code_use", "dynamic_use", "digest_of",
            "definition_digest", "indexes_argument", "parse_cell", "StaticAnswer", "PACKAGE", "WRITE_YOUR_OWN"]
 
 PACKAGE = "attention_book"
@@ -418,8 +418,33 @@ def package_use(obj, allowed: Iterable = (), _seen: Optional[Set[int]] = None) -
     return ""
 
 
+def _contents(value, depth: int = 0, budget: Optional[List[int]] = None) -> Iterable:
+    """The items of a dict, list, tuple or set a name holds (nested, bounded): code kept in a
+    container (``helpers = {"softmax": stable_softmax}``) is still code the answer uses."""
+    budget = budget if budget is not None else [2000]
+    if depth > 4 or budget[0] <= 0:
+        return
+    if isinstance(value, dict):
+        items = list(value.values())
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        items = list(value)
+    else:
+        return
+    for item in items[:budget[0]]:
+        budget[0] -= 1
+        yield item
+        yield from _contents(item, depth + 1, budget)
+
+
 def _check_referenced(value, allowed: Tuple, seen: Set[int]) -> str:
     """A name the answer's code uses: refuse package objects, follow the reader's own helpers."""
+    if isinstance(value, (dict, list, tuple, set, frozenset)):
+        for item in _contents(value):
+            found = _check_referenced(item, allowed, seen) if not isinstance(
+                item, (dict, list, tuple, set, frozenset)) else ""
+            if found:
+                return found
+        return ""
     if isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type,
                           functools.partial)):
         where = _from_package(value)
@@ -503,6 +528,7 @@ def chapter_code_use(obj, exercise: str, allowed: Iterable = (), _seen: Optional
                 pass
         referenced = [namespace.get(name, _MISSING) for opname, name in _global_loads(function.__code__)
                       if opname in ("LOAD_GLOBAL", "LOAD_NAME")]
+        referenced += [item for value in referenced for item in _contents(value)]
         for value in referenced + extras:
             if value is _MISSING or not isinstance(value, (types.FunctionType, type, functools.partial)):
                 continue
@@ -520,15 +546,65 @@ def chapter_code_use(obj, exercise: str, allowed: Iterable = (), _seen: Optional
     return ""
 
 
+DYNAMIC_MESSAGE = (
+    "your answer looks code up at run time ({what}), so the exercise's rules cannot be checked: "
+    "write it as plain code (the grader gives such an answer 0 points)"
+)
+
+
+def _reader_code(obj, seen: Optional[Set[int]] = None, budget: Optional[List[int]] = None) -> Iterable:
+    """The answer's function (or its class's methods) and every function or class the reader
+    wrote that it refers to (globals, defaults, closures, containers), transitively."""
+    seen = seen if seen is not None else set()
+    budget = budget if budget is not None else [200]
+    target = _unwrap(obj)
+    if id(target) in seen or budget[0] <= 0 or not isinstance(target, (types.FunctionType, type)):
+        return
+    seen.add(id(target))
+    budget[0] -= 1
+    yield target
+    functions = _own_functions(target) if isinstance(target, type) else [target]
+    for function in functions:
+        namespace = function.__globals__
+        values = [namespace.get(name, _MISSING) for opname, name in _global_loads(function.__code__)
+                  if opname in ("LOAD_GLOBAL", "LOAD_NAME")]
+        values += list(function.__defaults__ or ()) + list((function.__kwdefaults__ or {}).values())
+        for cell in function.__closure__ or ():
+            try:
+                values.append(cell.cell_contents)
+            except ValueError:
+                pass
+        values += [item for value in values for item in _contents(value)]
+        for value in values:
+            inner = value.func if isinstance(value, functools.partial) else value
+            if isinstance(inner, (types.FunctionType, type)) and _written_by_reader(inner):
+                yield from _reader_code(inner, seen, budget)
+
+
+def dynamic_use(obj) -> str:
+    """Why the answer's code cannot be judged by its rules (it looks code up at run time:
+    ``exec``, ``globals()``, ``__dict__``, ``sys.modules``, ``get_ipython()``, ``import __main__``),
+    else ``""``: the same reading of the source as the grader's (:class:`StaticAnswer`)."""
+    for code in _reader_code(obj):
+        source = _source_or_none(code)
+        if source is None:
+            continue
+        found = StaticAnswer([source], [source], []).dynamic
+        if found:
+            return DYNAMIC_MESSAGE.format(what=f"`{found[0]}`")
+    return ""
+
+
 def own_work(obj, exercise: str, allowed: Iterable = ()) -> str:
     """Why ``obj`` is not the reader's own work for ``exercise`` ("write your own"), else ``""``:
     it is or uses the package's code (:func:`package_use`) or the chapter body's finished code
-    (:func:`chapter_code_use`), except what the exercise's rule or ``allowed`` permits."""
+    (:func:`chapter_code_use`), except what the exercise's rule or ``allowed`` permits, or it
+    looks code up at run time (:func:`dynamic_use`), so no rule could be checked."""
     from .rules import rule
 
     allowed = tuple(allowed) + rule(exercise).allowed
     dotted = tuple(a for a in allowed if not isinstance(a, str) or "." in a)
-    return package_use(obj, dotted) or chapter_code_use(obj, exercise, allowed)
+    return package_use(obj, dotted) or chapter_code_use(obj, exercise, allowed) or dynamic_use(obj)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -557,6 +633,13 @@ def parse_cell(text: str) -> Optional[ast.Module]:
 
 _DYNAMIC = {"exec", "eval", "compile", "__import__", "globals", "vars", "locals", "builtins.exec",
             "builtins.eval", "builtins.__import__"}
+#: attributes and names that reach code by a path no rule can read: a namespace's dict, a
+#: function's globals, the notebook's namespace, the interpreter's modules and frames
+_DYNAMIC_ATTRIBUTES = {"__dict__", "__globals__", "__builtins__", "__subclasses__", "__code__", "__closure__",
+                       "__getattribute__", "__loader__", "__spec__", "__self__", "f_globals", "f_locals",
+                       "f_back", "user_ns", "user_global_ns"}
+_DYNAMIC_NAMES = {"get_ipython", "sys.modules", "sys._getframe", "inspect.currentframe", "inspect.stack",
+                  "inspect.getmodule", "importlib.import_module", "builtins.globals"}
 
 
 class StaticAnswer:
@@ -642,6 +725,18 @@ class StaticAnswer:
                 return
             if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
                 local = local | _bound_names(node)
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                if "__main__" in modules:
+                    self.dynamic.append("import __main__")
+            elif isinstance(node, ast.Attribute) and node.attr in _DYNAMIC_ATTRIBUTES:
+                self.dynamic.append(f".{node.attr}")
+            elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(getattr(node, "ctx", None), ast.Load):
+                dotted_name = _dotted(node) or ""
+                head = dotted_name.split(".")[0]
+                if head not in local and (dotted_name in _DYNAMIC_NAMES or head in ("__main__", "get_ipython")
+                                          or self.resolve(dotted_name) in _DYNAMIC_NAMES):
+                    self.dynamic.append(head if head in ("__main__", "get_ipython") else dotted_name)
             is_call = isinstance(node, ast.Call)
             expr = node.func if is_call else node
             if is_call:

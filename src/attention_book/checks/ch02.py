@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-import ast
-
 import torch
 
 from ..data import journey_inputs
-from .core import Guard, Hint, answer_source, close, register
+from .core import Guard, Hint, check_operations, close, register
 
 __all__ = ["score_loop", "projected_scores", "point_at", "additive", "batch_scores"]
-
-
-def _loop_depth(fn) -> int:
-    """The deepest nesting of for-loops (comprehension clauses count) in the answer's code."""
-    tree = ast.parse(answer_source(fn))
-
-    def depth(node, level=0):
-        here = level + (1 if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) else 0)
-        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
-            here = level + len(node.generators)
-        return max([here] + [depth(child, here) for child in ast.iter_child_nodes(node)])
-
-    return depth(tree)
 
 
 def _random(*shape, seed: int) -> torch.Tensor:
@@ -107,18 +92,16 @@ def score_loop(scores_by_loop):
         if not close(out, inputs @ inputs.T, atol=1e-4):
             raise Hint("on the journey inputs the result should equal inputs @ inputs.T (row 2 starts 0.9544, 1.4950)")
 
-    def two_loops():
-        if _loop_depth(scores_by_loop) < 2:
-            raise Hint(
-                "the exercise asks for two loops, one over the queries and one inside it over the "
-                "keys, with torch.dot for each entry (the matrix product comes next in the chapter)"
-            )
+    def dot_products():
+        # what it computes, recorded (the grader decides the same way): one dot product per
+        # entry, not a product of whole matrices (that comes next in the chapter)
+        check_operations("ex-02-score-loop", scores_by_loop, queries.clone(), keys.clone())
 
     return [
         Guard("one row per query, one column per key", shape),
         ("out[i, j] = queries[i] . keys[j]", values),
         ("matches inputs @ inputs.T on the journey example", journey),
-        Guard("computed with two loops", two_loops),
+        Guard("one dot product per entry, not a matrix product", dot_products),
     ]
 
 

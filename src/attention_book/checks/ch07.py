@@ -4,9 +4,11 @@
 * :func:`decoder_mask` - ``ex-07-decoder-mask``: combine the causal mask with a key padding
   mask into one ``(B, T, T)`` boolean mask (right and left padding).
 * :func:`decoder_block` - ``ex-07-decoder-block``: the capstone, a decoder block (causal
-  self-attention, cross-attention to a padded encoder output, residuals) checked from the
-  outside: change a future token, change a padded encoder position, compare a padded batch with
-  unpadded runs.
+  self-attention, cross-attention to a padded encoder output, residuals) judged on values: its
+  two attention layers' own weights are copied into a reference block
+  (:func:`reference_decoder_block`, :mod:`attention_book.checks.modules`) and the outputs must
+  match on several inputs (the grader does the same); then checked from the outside: change a
+  future token, change a padded encoder position, compare a padded batch with unpadded runs.
 
 Tests that a non-attempt would pass (the input left unchanged, the shape kept) are
 :class:`~attention_book.checks.core.Guard` s: they count only once a value test passes.
@@ -23,7 +25,8 @@ from ..masks import causal_mask
 from .core import Guard, Hint, calls, close, register
 from .rules import rule
 
-__all__ = ["causal_softmax", "decoder_mask", "decoder_block", "from_memory", "mask_buffer"]
+__all__ = ["causal_softmax", "decoder_mask", "decoder_block", "reference_decoder_block", "block_structure_hint",
+           "block_values_hint", "block_cases", "from_memory", "mask_buffer"]
 
 
 def _scores(*shape: int, seed: int = 7) -> torch.Tensor:
@@ -378,42 +381,208 @@ def decoder_mask(make_mask):
 
 
 # ---------------------------------------------------------------- ex-07-decoder-block
+# Judged on values: the student's block is built, its two attention layers' own weights are read
+# out (checks/modules.py) and copied into the reference block below; outputs must match on
+# several inputs. The grader does the same with the data of the ``module.values`` probe
+# (instructor/hidden_tests/ch07.py), with these functions.
 
 # The check's sizes: decoder width 8, encoder width 6, 2 heads, decoder and encoder length 5.
 D_MODEL, D_CONTEXT, HEADS, T_DEC, T_ENC = 8, 6, 2, 5, 5
 
+#: what the exercise's API fixes (stated in the exercise's text)
+BLOCK_API = (
+    "DecoderBlock must hold exactly two attention layers with chapter 5's parameter names "
+    "(W_query, W_key, W_value, out_proj: the MultiHeadAttention class), a causal self-attention "
+    "and a cross-attention, under any attribute names, and no other parameters"
+)
+#: named mistakes: (variant of the reference, hint)
+BLOCK_MISTAKES = (
+    ("self_not_causal", "the self-attention is not causal: build it with causal=True, so a "
+                        "decoder token sees itself and earlier tokens only"),
+    ("no_padding", "padded encoder positions are not hidden: pass encoder_padding_mask to the "
+                   "cross-attention as key_padding_mask (True = padding)"),
+    ("no_residuals", "the residual connections are missing: add each sub-layer's output to its "
+                     "input, x = x + self_attention(x), then x = x + cross_attention(...)"),
+    ("no_self_residual", "the residual around the self-attention is missing: x = x + self_attention(x)"),
+    ("no_cross_residual", "the residual around the cross-attention is missing: "
+                          "x = x + cross_attention(x, context=encoder_output, ...)"),
+    ("parallel", "the cross-attention's queries must come from the self-attention's result "
+                 "(x after x = x + self_attention(x)), not from the block's input"),
+    ("cross_first", "the order is wrong: first the causal self-attention, then the cross-attention"),
+    ("no_self", "the self-attention is missing: x = x + self_attention(x) comes first"),
+    ("no_cross", "the cross-attention is missing: the decoder must read encoder_output"),
+)
+
+
+def _attend(layer, x, source, causal, key_padding_mask, num_heads):
+    """One attention layer (chapter 5's multi-head attention) from its weights as data."""
+
+    def project(tensor, name):
+        weight, bias = layer.weights[name]
+        out = tensor @ weight.T.to(tensor.dtype)
+        return out + bias.to(tensor.dtype) if bias is not None else out
+
+    queries, keys, values = project(x, "W_query"), project(source, "W_key"), project(source, "W_value")
+    batch, num_queries, width = queries.shape
+    num_keys, head_dim = keys.shape[1], width // num_heads
+
+    def split(tensor):  # (B, T, width) -> (B, H, T, head_dim)
+        return tensor.reshape(batch, tensor.shape[1], num_heads, head_dim).transpose(1, 2)
+
+    scores = split(queries) @ split(keys).transpose(-2, -1) / head_dim ** 0.5
+    hide = torch.zeros(num_queries, num_keys, dtype=torch.bool)
+    if causal:
+        hide = torch.triu(torch.ones(num_queries, num_keys, dtype=torch.bool), diagonal=1)
+    hide = hide.expand(batch, 1, num_queries, num_keys)
+    if key_padding_mask is not None:
+        hide = hide | key_padding_mask[:, None, None, :]
+    weights = torch.softmax(scores.masked_fill(hide, float("-inf")), dim=-1).nan_to_num(0.0)
+    merged = (weights @ split(values)).transpose(1, 2).reshape(batch, num_queries, width)
+    return project(merged, "out_proj")
+
+
+def block_roles(layers, d_model: int, d_context: int):
+    """``(self-attention, cross-attention)`` among two layers: the cross-attention's keys read the
+    encoder (width ``d_context``); with equal widths, the first registered is the self-attention."""
+    if len(layers) != 2:
+        return None
+    first, second = layers
+    if d_context != d_model:
+        reads = [layer.width_in("W_key") == d_context for layer in layers]
+        if reads == [False, True]:
+            return first, second
+        if reads == [True, False]:
+            return second, first
+        return None
+    return first, second
+
+
+def reference_decoder_block(layers, x, encoder_output, padding=None, num_heads: int = HEADS, variant: str = ""):
+    """What a decoder block with these two attention layers' weights returns (``variant``: one of
+    :data:`BLOCK_MISTAKES`' names, for the hints)."""
+    roles = block_roles(layers, x.shape[-1], encoder_output.shape[-1])
+    if roles is None:
+        return None
+    self_layer, cross_layer = roles
+
+    def self_part(h, causal=True):
+        return _attend(self_layer, h, h, causal, None, num_heads)
+
+    def cross_part(h, pad=padding):
+        return _attend(cross_layer, h, encoder_output, False, pad, num_heads)
+
+    if variant == "self_not_causal":
+        h = x + self_part(x, causal=False)
+        return h + cross_part(h)
+    if variant == "no_padding":
+        h = x + self_part(x)
+        return h + cross_part(h, pad=None)
+    if variant == "no_residuals":
+        return cross_part(self_part(x))
+    if variant == "no_self_residual":
+        h = self_part(x)
+        return h + cross_part(h)
+    if variant == "no_cross_residual":
+        return cross_part(x + self_part(x))
+    if variant == "parallel":
+        return x + self_part(x) + cross_part(x)
+    if variant == "cross_first":
+        h = x + cross_part(x)
+        return h + self_part(h)
+    if variant == "no_self":
+        return x + cross_part(x)
+    if variant == "no_cross":
+        return x + self_part(x)
+    h = x + self_part(x)
+    return h + cross_part(h)
+
+
+def block_structure_hint(layers, extra, d_model: int, d_context: int, num_heads: int):
+    """A named hint when the block's parts are not the exercise's (else None)."""
+    if len(layers) != 2:
+        return (f"{BLOCK_API}; found {len(layers)} such layer{'' if len(layers) == 1 else 's'}: a block "
+                "without attention can look causal and read the encoder, but it is not a decoder block")
+    if block_roles(layers, d_model, d_context) is None:
+        return ("the cross-attention's keys and values come from encoder_output, of width d_context: "
+                "build it with kdim=d_context (and the self-attention without)")
+    if extra:
+        return (f"the block has parameters outside its two attention layers ({', '.join(extra[:4])}): "
+                "the exercise's block is the two attention layers and the residual connections only")
+    wrong = [layer.path for layer in layers if layer.num_heads is not None and layer.num_heads != num_heads]
+    if wrong:
+        return f"build both attention layers with num_heads={num_heads} (the block's argument)"
+    return None
+
+
+def block_values_hint(layers, cases, outputs, num_heads: int):
+    """None when every output matches the reference block built from ``layers``; else the named
+    mistake whose variant matches every case, or a general hint."""
+    wrong = []
+    for case, out in zip(cases, outputs):
+        want = reference_decoder_block(layers, *case, num_heads=num_heads)
+        if not (isinstance(out, torch.Tensor) and out.shape == want.shape
+                and torch.allclose(out.to(want.dtype), want, atol=1e-4, rtol=1e-4)):
+            wrong.append((case, out))
+    if not wrong:
+        return None
+    for variant, hint in BLOCK_MISTAKES:
+        if all(isinstance(out, torch.Tensor) and out.shape == case[0].shape and torch.allclose(
+                out.to(case[0].dtype), reference_decoder_block(layers, *case, num_heads=num_heads, variant=variant),
+                atol=1e-4, rtol=1e-4) for case, out in wrong):
+            return hint
+    case, out = wrong[0]
+    if not isinstance(out, torch.Tensor) or out.shape != case[0].shape:
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        return (f"the block must keep the decoder's shape (B, T, d_model) = {tuple(case[0].shape)}, got {shape}; "
+                "forward returns only the output (not the attention weights)")
+    return ("the outputs differ from a decoder block built from your block's own attention weights: "
+            "x = x + causal self-attention(x), then x = x + cross-attention(x, context=encoder_output, "
+            "key_padding_mask=encoder_padding_mask), dropout 0")
+
+
+def block_cases(seed: int = 3, d_model: int = D_MODEL, d_context: int = D_CONTEXT):
+    """The inputs the values are compared on: a padded batch, another batch with left padding
+    and holes, and the call without a padding mask (``None``)."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, T_DEC, d_model, generator=generator)
+    encoder_output = torch.randn(2, T_ENC, d_context, generator=generator)
+    padding = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    x2 = torch.randn(3, 2, d_model, generator=generator)
+    encoder2 = torch.randn(3, 4, d_context, generator=generator)
+    padding2 = torch.tensor([[False, False, False, True], [True, False, True, False], [False] * 4])
+    x3 = torch.randn(1, 4, d_model, generator=generator)
+    encoder3 = torch.randn(1, 3, d_context, generator=generator)
+    return [(x, encoder_output, padding), (x2, encoder2, padding2), (x3, encoder3, None)]
+
 
 def _build_block(DecoderBlock, seed: int = 0):
+    from .modules import redraw
+
     with torch.random.fork_rng(devices=[]):  # leave the reader's random state untouched
         torch.manual_seed(seed)
         block = DecoderBlock(D_MODEL, D_CONTEXT, HEADS, 8)
-        generator = torch.Generator().manual_seed(seed + 1)
-        with torch.no_grad():  # clearly non-zero parameters, so every path shows
-            for parameter in block.parameters():
-                parameter.copy_(0.5 * torch.randn(parameter.shape, generator=generator))
     if not isinstance(block, torch.nn.Module):
         raise Hint(
             f"DecoderBlock(...) should create an nn.Module, got {type(block).__name__}"
         )
+    redraw(block, seed + 1)  # clearly non-zero parameters, so every path shows
     return block.eval()
 
 
 def _block_inputs(seed: int = 3):
-    generator = torch.Generator().manual_seed(seed)
-    x = torch.randn(2, T_DEC, D_MODEL, generator=generator)
-    encoder_output = torch.randn(2, T_ENC, D_CONTEXT, generator=generator)
-    # sequence 0: 5 real encoder tokens; sequence 1: 3 real tokens, then 2 padding slots
-    padding = torch.tensor([[False] * 5, [False, False, False, True, True]])
-    return x, encoder_output, padding
+    return block_cases(seed)[0]
 
 
 @register("ex-07-decoder-block", "Capstone: a decoder block")  # may use MultiHeadAttention: checks/rules.py
 def decoder_block(DecoderBlock):
-    """Check ``DecoderBlock(d_model, d_context, num_heads, context_length)`` from the outside.
+    """Check ``DecoderBlock(d_model, d_context, num_heads, context_length)`` on values, then from
+    the outside.
 
     ``block(x, encoder_output, encoder_padding_mask)``: x (B, T, d_model), encoder_output
     (B, T_enc, d_context), encoder_padding_mask (B, T_enc) bool with True = padding.
     """
+    from .modules import attention_layers, extra_parameters, outputs_on
+
     block = _build_block(DecoderBlock)
     x, encoder_output, padding = _block_inputs()
 
@@ -432,6 +601,24 @@ def decoder_block(DecoderBlock):
                 "keys and values from encoder_output, and the output width is d_model"
             )
         return out
+
+    def structure():
+        layers = attention_layers(block)
+        hint = block_structure_hint(layers, extra_parameters(block, layers), D_MODEL, D_CONTEXT, HEADS)
+        if hint:
+            raise Hint(hint)
+        return layers
+
+    def reference_values():
+        layers = structure()
+        cases = block_cases()
+        outputs = []
+        for case in cases:
+            clone = [t.clone() if isinstance(t, torch.Tensor) else t for t in case]
+            outputs.append(outputs_on(block, [clone])[0])
+        hint = block_values_hint(layers, cases, outputs, HEADS)
+        if hint:
+            raise Hint(hint)
 
     base = None
 
@@ -527,8 +714,10 @@ def decoder_block(DecoderBlock):
             )
 
     return [
-        ("earlier outputs ignore a changed future token", future_token),
-        ("every position reads the encoder output", reads_encoder),
+        ("same outputs as a decoder block built from your block's own weights", reference_values),
+        Guard("two attention layers (W_query, W_key, W_value, out_proj), no other parameters", structure),
+        Guard("earlier outputs ignore a changed future token", future_token),
+        Guard("every position reads the encoder output", reads_encoder),
         Guard("keeps the (B, T, d_model) shape", keeps_shape),
         Guard("padded batch equals unpadded runs", padded_batch_matches_unpadded),
         Guard("padded encoder positions change nothing", padded_positions_ignored),

@@ -24,7 +24,7 @@ import numbers
 
 import torch
 
-from .core import VALUES_FIRST, Guard, Hint, answer_source, calls, close, register
+from .core import VALUES_FIRST, Guard, Hint, calls, check_operations, close, register
 
 __all__ = ["flops", "kv_step", "chunk_mask", "rope", "gqa", "sdpa", "cached_generation"]
 
@@ -275,10 +275,10 @@ def kv_step(decode_step):
                        "cache_keys.copy_); compute new tensors instead")
 
     return [
+        ("the context attends over all t + 1 tokens", context_values),  # the main value test first
         ("the cache grows by one token", cache_grows),
         ("old tokens first, then the new one", cache_order),
         Guard("the context has shape (B, H, 1, hd)", context_shape),
-        ("the context attends over all t + 1 tokens", context_values),
         ("works with an empty cache", empty_cache),
         ("token by token equals full causal attention", matches_full_attention),
         Guard("leaves the inputs unchanged", inputs_untouched),
@@ -633,9 +633,9 @@ def gqa(grouped_attention):
                        "keys that come after their query")
 
     def own_grouping():
-        if "enable_gqa" in answer_source(grouped_attention):
-            raise Hint("write the grouping yourself: scaled_dot_product_attention(..., "
-                       "enable_gqa=True) does the exercise for you")
+        # what the kernel is given, recorded (the grader decides the same way): a kernel that
+        # gets fewer key/value heads than query heads does the grouping (enable_gqa=True)
+        check_operations("ex-10-gqa", grouped_attention, queries.clone(), keys.clone(), values.clone())
 
     def untouched():
         run(queries, keys, values)

@@ -39,10 +39,15 @@ Three rules make a verdict honest:
   says "write your own" and scores 0. What an exercise may use is listed in one place read by the
   self-check and the grader, :mod:`attention_book.checks.rules` (``register(..., allowed=[...])``
   adds to it).
-* **Rules in the task text are checked.** :func:`answer_source` reads the source of a function or
-  class (in a notebook, a script or :func:`tests.wrong_answers.load_answer`), and :func:`calls`
-  tells which dotted names it calls, e.g. ``calls(fn, ["torch.softmax", "F.softmax",
-  "softmax", "log_softmax"])`` for "without torch.softmax".
+* **Rules in the task text are checked on what the answer does.** :func:`check_operations`
+  records the tensor operations an answer runs (:mod:`attention_book.checks.opgraph`) and raises
+  a :class:`Hint` when they break the exercise's ``ops`` rule in
+  :mod:`attention_book.checks.rules` ("without a ready-made softmax": ``_softmax`` and
+  ``logsumexp`` however they are reached; "by a matrix product, not a lookup"). The grader
+  decides on the same operations, recorded in a fresh sandbox and replayed in its own process.
+  :func:`answer_source` reads the source of a function or class (in a notebook, a script or
+  :func:`tests.wrong_answers.load_answer`) for hints about the code's shape; never decide a rule
+  on the spelling of names (a local variable called ``softmax`` is not a call).
 
 Banners name exercises by their chapter number ("Exercise 3.2"), the same number as on the site,
 in the student release and in the grader's CSV (see :mod:`attention_book.checks.numbering`).
@@ -78,9 +83,13 @@ __all__ = [
     "NOT_IMPLEMENTED",
     "WRITE_YOUR_OWN",
     "VALUES_FIRST",
+    "check_operations",
+    "RuleBroken",
 ]
 
 NOT_IMPLEMENTED = "not implemented yet"
+#: the most a verdict whose main value test failed scores (the grader's main-value rule)
+MAIN_VALUE_SHARE = 0.5
 #: what a guard that passed says while no value check has passed (it still counts as failed)
 GUARD_HINT = "not checked until the values are right (no value check passed yet)"
 #: what a failed check says when an earlier check already printed the same hint
@@ -95,6 +104,11 @@ VALUES_FIRST = (
 
 class Hint(Exception):
     """Raised by a test to say what is wrong and how to fix it (shown to the reader)."""
+
+
+class RuleBroken(Hint):
+    """Raised by a test when the answer breaks the exercise's rule ("without a ready-made
+    softmax"): the whole verdict scores 0, as the grader scores the exercise 0."""
 
 
 class Guard(NamedTuple):
@@ -122,6 +136,8 @@ class Verdict:
     #: "not checked until the values are right" rather than FAIL
     pending: List[str] = field(default_factory=list)
     order: List[str] = field(default_factory=list)  # test names in the order the check lists them
+    main: str = ""  # the main value test: the first ordinary (not Guard) test the check lists
+    rule_broken: str = ""  # the exercise's rule the answer breaks (scores 0, as with the grader)
 
     @property
     def total(self) -> int:
@@ -131,15 +147,20 @@ class Verdict:
     def ok(self) -> bool:
         return (
             not self.failed and not self.not_implemented and not self.write_your_own
-            and self.total > 0
+            and not self.rule_broken and self.total > 0
         )
 
     @property
     def score(self) -> float:
-        """Fraction of the tests passed (0.0 - 1.0): the autograder's partial credit."""
-        if self.not_implemented or self.write_your_own or self.total == 0:
+        """Fraction of the tests passed (0.0 - 1.0), at most :data:`MAIN_VALUE_SHARE` when the main
+        value test failed: the grader's main-value rule (``instructor/scoring.py``), so a wrong
+        answer that gets the side properties right is not "86 % right"."""
+        if self.not_implemented or self.write_your_own or self.rule_broken or self.total == 0:
             return 0.0
-        return len(self.passed) / self.total
+        fraction = len(self.passed) / self.total
+        if self.main and self.main not in self.passed:
+            fraction = min(fraction, MAIN_VALUE_SHARE)
+        return fraction
 
     @property
     def name(self) -> str:
@@ -155,6 +176,7 @@ class Verdict:
             "failed": [list(f) for f in self.failed],
             "not_implemented": self.not_implemented,
             "write_your_own": self.write_your_own,
+            "rule_broken": self.rule_broken,
         }
 
     def results(self) -> List[Tuple[str, str, str]]:
@@ -220,6 +242,8 @@ class Verdict:
                 lines.append(f"  FAIL  {name}\n        hint: {hint}")
         if self.ok:
             lines.append(f"  Well done: all {_count(self.total, 'check')} passed.")
+        elif self.rule_broken:
+            lines.append("  The answer breaks the exercise's rule: 0 points until it does not (see the hint).")
         else:
             lines.append(f"  {len(self.passed)} of {_count(self.total, 'check')} passed; read the hints above.")
         return "\n".join(lines)
@@ -292,7 +316,8 @@ def run_tests(exercise: str, title: str, tests: Sequence[Test]) -> Verdict:
 
     A :class:`Guard` that passed is turned into a failure when no ordinary test passed.
     """
-    verdict = Verdict(exercise, title, order=[entry[0] for entry in tests])
+    verdict = Verdict(exercise, title, order=[entry[0] for entry in tests],
+                      main=next((entry[0] for entry in tests if not isinstance(entry, Guard)), ""))
     guards: List[str] = []
     values_passed = 0
     for entry in tests:
@@ -305,6 +330,8 @@ def run_tests(exercise: str, title: str, tests: Sequence[Test]) -> Verdict:
             break
         except Hint as hint:
             verdict.failed.append((name, str(hint)))
+            if isinstance(hint, RuleBroken):
+                verdict.rule_broken = str(hint)
         except AssertionError as err:
             # first line only: pytest's assertion rewriting appends an explanation below it
             verdict.failed.append((name, (str(err) or "a check failed").splitlines()[0]))
@@ -398,6 +425,24 @@ def _raiser(exc: BaseException) -> Callable[[], None]:
         raise exc
 
     return test
+
+
+def check_operations(exercise: str, answer, *args, **kwargs) -> None:
+    """Raise a :class:`Hint` when ``answer(*args, **kwargs)`` does what ``exercise``'s ``ops``
+    rule forbids (:mod:`attention_book.checks.rules`): its tensor operations are recorded below
+    Python, so an alias, ``getattr`` or a library that calls a softmax for it counts the same
+    as ``torch.softmax``. The grader's decision (:mod:`attention_book.instructor.clean_room`) is
+    the same :func:`~attention_book.checks.opgraph.violations` on the operations it replays."""
+    from .opgraph import flatten_tensors, record, violations
+    from .rules import rule
+
+    own = rule(exercise).ops
+    if own is None:
+        return
+    _, graph = record(answer, args, kwargs)
+    found = violations(graph, own, flatten_tensors(args, kwargs))
+    if found:
+        raise RuleBroken(own.message.format(names=", ".join(found)))
 
 
 def close(actual, expected, atol: float = 1e-5) -> bool:

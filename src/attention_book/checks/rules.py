@@ -2,11 +2,21 @@
 
 Two kinds of rule:
 
-* **The task's own rules** (:data:`RULES`): "without torch.softmax" (``forbidden``: calls the
-  answer must not make, matched as :func:`~attention_book.checks.answers.calls` does), "by a
-  matrix product, not a lookup" (``no_index``: an argument the answer must not index), and what
-  the exercise lets the answer use (``allowed``: package objects or chapter names, e.g. the
-  decoder block is built from the chapter's ``MultiHeadAttention``).
+* **The task's own rules** (:data:`RULES`), decided on what the answer *does*, never on how its
+  source spells it: ``ops`` (an :class:`~attention_book.checks.opgraph.OpRule`) lists the tensor
+  operations the answer must not reach ("without a ready-made softmax": ``_softmax``,
+  ``logsumexp``, the scaled-dot-product kernels, however they are reached), an argument it must
+  not look up by index ("by a matrix product, not a lookup") or a kernel that must not group the
+  heads itself (``enable_gqa``). The self-check records the answer's operations in the student's
+  kernel; the grader records them in a fresh sandbox and replays them itself
+  (:mod:`attention_book.instructor.clean_room`). ``allowed`` lists what the exercise lets the
+  answer use (package objects or chapter names, e.g. the decoder block is built from the
+  chapter's ``MultiHeadAttention``); the own-work run makes exactly these importable.
+  (``no_index``, read from the source text, is no longer used: a local variable called
+  ``take`` is not a call. ``forbidden`` is left for one exercise whose answer is a module:
+  ex-07-from-memory's fused-kernel rule, dotted names only (``F.scaled_dot_product_attention``,
+  ``nn.MultiheadAttention``, ...), so a helper of the student's own with such a name is fine; the
+  own-work run traces functions, not a module's forward, yet.)
 * **Own work only**: an answer must not be, call or wrap code the chapter body defines before
   the exercise (its worked functions and classes, and what it imports from ``attention_book``)
   unless ``allowed`` lists it. The names (with a digest of each definition) are generated from
@@ -15,9 +25,12 @@ Two kinds of rule:
   when it is out of date).
 
 The self-check applies both in the student's kernel (on the live function, see
-:func:`attention_book.checks.answers.own_work`); the grader applies both on the submitted file's
-source (see :mod:`attention_book.instructor.planning`): an answer that breaks one scores 0 there
-and is flagged, whatever its kernel reports.
+:func:`attention_book.checks.answers.own_work`); the grader reads the submitted file's source for
+the names it uses (:mod:`attention_book.instructor.planning`) and then runs each answer again in
+a fresh sandbox that holds only the student's own cells, without the chapter's code and without
+the package's finished modules (:mod:`attention_book.instructor.clean_room`): an answer that
+needs anything else, or reaches a forbidden operation, scores 0 there and is flagged, whatever
+its kernel reports.
 """
 
 from __future__ import annotations
@@ -27,8 +40,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
+from .opgraph import OpRule
+
 __all__ = ["Rule", "RULES", "rule", "chapter_code", "SOFTMAX_NAMES", "LOOKUP_NAMES", "READY_MADE",
-           "LOOKUP_MESSAGE", "CHAPTER_CODE_FILE", "FUSED_NAMES", "FUSED_MESSAGE"]
+           "LOOKUP_MESSAGE", "CHAPTER_CODE_FILE", "OpRule", "SOFTMAX_OPS", "READY_MADE_OPS", "GROUPING_MESSAGE",
+           "MATRIX_PRODUCT_OPS", "MATRIX_PRODUCT_MESSAGE", "FUSED_NAMES", "FUSED_MESSAGE"]
 
 CHAPTER_CODE_FILE = Path(__file__).with_name("chapter_code.json")
 
@@ -42,6 +58,15 @@ READY_MADE = (
     "build it from torch.exp, .amax and .sum: a ready-made softmax ({names}) is not allowed "
     "in this exercise"
 )
+#: the operations every ready-made softmax ends in (torch.softmax, F.softmax, Tensor.softmax,
+#: torch.special.softmax, softmin, log_softmax, Categorical(logits=...).probs, logsumexp, SDPA,
+#: nn.MultiheadAttention), however it is reached
+SOFTMAX_OPS = ("softmax", "softmin", "logsumexp", "scaled_dot_product", "multi_head_attention")
+READY_MADE_OPS = (
+    "a ready-made softmax is not allowed in this exercise: your function reaches PyTorch's own "
+    "({names}, where torch.softmax, F.softmax, .softmax(), log_softmax, logsumexp, "
+    "Categorical(logits=...).probs and the like all end); build it from torch.exp, .amax and .sum"
+)
 #: every way to look embedding rows up directly (ex-01-one-hot asks for a matrix product)
 LOOKUP_NAMES = (
     "torch.nn.Embedding", "nn.Embedding", "Embedding", "torch.nn.functional.embedding",
@@ -49,7 +74,19 @@ LOOKUP_NAMES = (
 )
 LOOKUP_MESSAGE = (
     "your code looks the rows up directly ({names}); the exercise is to get them by a matrix "
-    "product: one-hot rows of the ids times the weight"
+    "product: one_hot(token_ids, num_classes=weight.shape[0]) @ weight"
+)
+#: products of whole matrices (ex-02-score-loop asks for one dot product per entry)
+MATRIX_PRODUCT_OPS = ("=mm", "=bmm", "=addmm", "=baddbmm", "=addbmm", "=matmul", "=einsum", "=tensordot",
+                      "=linear", "=mv", "=addmv", "=chain_matmul", "=linalg_multi_dot")
+MATRIX_PRODUCT_MESSAGE = (
+    "the exercise asks for one dot product per entry, torch.dot(queries[i], keys[j]) inside two "
+    "loops; your function computes a product of whole matrices ({names}: queries @ keys.T, "
+    "torch.matmul, torch.mm, torch.einsum), which skips the point of it"
+)
+GROUPING_MESSAGE = (
+    "write the grouping yourself: scaled_dot_product_attention(..., enable_gqa=True) groups the "
+    "heads for you ({names}); repeat the key/value heads first (repeat_interleave or indexing)"
 )
 
 #: every ready-made attention (ex-07-from-memory writes the computation itself); dotted names
@@ -69,18 +106,22 @@ FUSED_MESSAGE = (
 
 @dataclass(frozen=True)
 class Rule:
-    forbidden: Tuple[str, ...] = ()  # calls the answer must not make
+    forbidden: Tuple[str, ...] = ()  # dotted calls the answer must not make, read from the source
     message: str = ""  # the hint when it does; {names} = the calls found
-    no_index: Optional[Tuple[str, int]] = None  # (function, argument position) the answer must not index
+    no_index: Optional[Tuple[str, int]] = None  # (function, argument position) not to index (unused)
     allowed: Tuple[str, ...] = ()  # package objects (dotted) or chapter names the answer may use
+    ops: Optional[OpRule] = None  # what the answer must not do, as tensor operations
+    function: str = ""  # the function the ops rule applies to (the exercise's answer)
 
 
 RULES: Dict[str, Rule] = {
-    "ex-01-one-hot": Rule(forbidden=LOOKUP_NAMES, message=LOOKUP_MESSAGE,
-                          no_index=("embed_by_matrix_product", 1)),
-    "ex-03-stable-softmax": Rule(forbidden=SOFTMAX_NAMES, message=READY_MADE),
+    "ex-01-one-hot": Rule(ops=OpRule(lookup_of=1, message=LOOKUP_MESSAGE), function="embed_by_matrix_product"),
+    "ex-02-score-loop": Rule(ops=OpRule(ops=MATRIX_PRODUCT_OPS, message=MATRIX_PRODUCT_MESSAGE),
+                             function="scores_by_loop"),
+    "ex-03-stable-softmax": Rule(ops=OpRule(ops=SOFTMAX_OPS, message=READY_MADE_OPS), function="my_softmax"),
     "ex-07-from-memory": Rule(forbidden=FUSED_NAMES, message=FUSED_MESSAGE),
     "ex-07-decoder-block": Rule(allowed=("attention_book.multihead.MultiHeadAttention", "MultiHeadAttention")),
+    "ex-10-gqa": Rule(ops=OpRule(grouped_kernel=True, message=GROUPING_MESSAGE), function="grouped_attention"),
 }
 
 _NO_RULE = Rule()

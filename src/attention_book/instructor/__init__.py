@@ -18,6 +18,8 @@ module                 what it holds
 ``kernel_side``        the code the grader calls inside a kernel (a fixed request vocabulary)
 ``probes``             the public procedures hidden tests may ask a kernel to run (inputs, no code)
 ``own_work``           what each chapter's body defines before each exercise ("write your own")
+``clean_room``         the own-work run: answers again in a fresh sandbox with the student's cells only,
+                       rule-governed calls replayed by the grader (``checks.opgraph``), stubs score 0
 ``hidden``             the ``@hidden_test`` format and sessions (``remote``: tests of ``ns``)
 ``references``         the chapter's own notebook run first: reference values, the tests run
 ``scoring``            points from test results with the grader's weights, clamped

@@ -202,7 +202,19 @@ def grade_submission(sub: Submission, course: Course, chapter: Chapter, release_
             reference = ReferenceCache.Lookup(cache, "")
             record["results"][label] = run_tests(tests.get(label, []), session, reference)
 
-    result = run_notebook(plan.cells, plan.points, on_point, options, course.root)
+    # "write your own", decided where the notebook cannot interfere: its answers again in a fresh
+    # sandbox with only the student's cells, rule-governed calls replayed here (clean_room); its
+    # kernel starts now, beside this run, and waits for this run's results
+    from .clean_room import OwnWorkRun
+
+    course_texts = [c.get("source", "") for c in plan.cells
+                    if (c.metadata.get("attention_book_grader") or {}).get("role") not in ("answer", "added")]
+    own_work = OwnWorkRun(plan, labels, tests, cache, options, course.root, chapter.number, course_texts).start()
+    try:
+        result = run_notebook(plan.cells, plan.points, on_point, options, course.root)
+    except BaseException:
+        own_work.cancel()
+        raise
     record["stop"] = result.stop
     record["timed_out"] = result.timed_out
     if (result.stop or "").startswith(COULD_NOT_RUN):  # the sandbox or the grader failed, not the notebook
@@ -219,6 +231,7 @@ def grade_submission(sub: Submission, course: Course, chapter: Chapter, release_
     for label in labels:
         if label not in record["results"]:
             record["reasons"][label] = f"not evaluated: {result.stop}" if result.stop else "not evaluated"
+    own_work.finish(record)
     record["self_check"] = self_check_outputs(plan.cells)
     _redact(record, {"course": course.root, "home": Path.home(), "tmp": tempfile.gettempdir(),
                      "grades": executed.parent if executed is not None else None})

@@ -9,6 +9,8 @@ op        what it does
 ========  =============================================================================
 call      ``name(*args, **kwargs)``; the tensor arguments are sent back too ("after")
 has       whether the notebook defines ``name``
+trace     like call, and the tensor operations the call ran (:mod:`attention_book.checks.opgraph`):
+          the grader replays them itself and judges them ("write your own softmax")
 grad      like call, with the arguments listed in ``positions``/``names`` requiring
           gradients; the graph is kept under ``graph`` for a later ``backward``
 backward  the gradients of a kept graph's leaves for the ``upstream`` gradients
@@ -164,11 +166,16 @@ def handle(ns: Dict[str, Any], request: Dict[str, Any]) -> Dict[str, Any]:
                 grads = (torch.autograd.grad([o for o, _ in pairs], leaves, [g for _, g in pairs], allow_unused=True)
                          if pairs else tuple(None for _ in leaves))
                 return {"ok": True, "value": plain(tuple(grads))}
-            if op not in ("call", "grad"):
+            if op not in ("call", "grad", "trace"):
                 raise ValueError(f"unknown request {str(op)[:40]!r}")
             function = _function(ns, request.get("name"))
             args = list(request.get("args") or [])
             kwargs = dict(request.get("kwargs") or {})
+            if op == "trace":
+                from ..checks.opgraph import record
+
+                value, graph = record(function, tuple(args), kwargs)
+                return {"ok": True, "value": plain(value), "graph": graph.as_data()}
             if op == "call":
                 value = function(*args, **kwargs)
                 return {"ok": True, "value": plain(value), "after": _after(args, kwargs)}

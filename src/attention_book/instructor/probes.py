@@ -397,6 +397,40 @@ def transformer_block(ns, x, C, heads, seed, pre_norm=True):
     return (out, x)
 
 
+# ---------------------------------------------------------------- module exercises (any chapter)
+
+
+@probe("module.values")
+def module_values(ns, name, init, seed, cases, redraw_seed=None, layer_names=None):
+    """An answer that is an ``nn.Module`` class: built as ``name(*init)`` after
+    ``torch.manual_seed(seed)``, its weights redrawn from ``redraw_seed`` (when given), then run
+    on each of ``cases`` in eval mode. Returns its outputs (or the error each case raised), the
+    weights of its attention layers and the names of its other parameters
+    (:mod:`attention_book.checks.modules`): the grader builds the reference from those weights."""
+    import torch
+
+    from attention_book.checks.modules import (LAYER_NAMES, attention_layers, extra_parameters, layers_as_data,
+                                               outputs_on, redraw)
+
+    module_class = _answer(ns, name)
+    torch.manual_seed(seed)
+    module = module_class(*init)
+    if not isinstance(module, torch.nn.Module):
+        return {"module": type(module).__name__[:100]}
+    if redraw_seed is not None:
+        redraw(module, redraw_seed)
+    names = tuple(layer_names or LAYER_NAMES)
+    layers = attention_layers(module, names)
+    outputs = []
+    for case in cases:
+        try:
+            outputs.append(outputs_on(module, [case])[0])
+        except Exception as err:  # noqa: BLE001 - the answer's error, reported as data
+            outputs.append(("error", type(err).__name__[:100], str(err).splitlines()[0][:300] if str(err) else ""))
+    return {"module": "Module", "outputs": outputs, "layers": layers_as_data(layers),
+            "extra": extra_parameters(module, layers, names)}
+
+
 # ---------------------------------------------------------------- chapter 10: generation with a KV cache
 
 

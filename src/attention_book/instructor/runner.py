@@ -34,14 +34,14 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import wire
 from .hidden import AnswerError, Session, answer_error
 from .sandbox import (INSIDE_KERNEL, IsolationError, Limits, Sandbox, SandboxProcess,
                       kernel_env, open_inside, sandbox_python)
 
-__all__ = ["RunOptions", "RunResult", "KernelSession", "run_notebook", "TIMEOUT_ENAME", "ReplyRefused",
+__all__ = ["RunOptions", "RunResult", "KernelSession", "run_notebook", "TIMEOUT_ENAME", "ReplyRefused", "PAUSE_STOP",
            "TRIGGER", "HIDDEN_OUTPUTS_NOTE", "COULD_NOT_RUN"]
 
 TIMEOUT_ENAME = "AutograderTimeLimit"
@@ -584,12 +584,20 @@ class KernelSession(Session):
 # ------------------------------------------------------------------------------------------------
 
 
+#: RunResult.stop of a run its caller ended at the pause (see :func:`run_notebook`)
+PAUSE_STOP = "stopped at the pause: not needed"
+
+
 def run_notebook(cells: List[dict], points: Dict[int, List[str]], on_point: Callable[[List[str], KernelSession], None],
-                 options: RunOptions, course_root: Path) -> RunResult:
+                 options: RunOptions, course_root: Path,
+                 pause: Optional[Tuple[int, Callable[[], bool]]] = None) -> RunResult:
     """Execute ``cells`` (code cells, in order; outputs written into them) in a fresh isolated kernel.
 
     After cell ``i`` (index in ``cells``) the labels ``points[i]`` are handed to ``on_point``;
-    ``points[-1]`` are handed over at the end. Never raises for the notebook's misbehaviour.
+    ``points[-1]`` are handed over at the end. ``pause = (i, wait)``: after cell ``i`` the run
+    calls ``wait()`` (it may block; the cells' time limit starts again after it) and stops there
+    when it returns False (the own-work run starts its kernel while the notebook runs). Never
+    raises for the notebook's misbehaviour.
     """
     started = time.monotonic()
     result = RunResult()
@@ -618,6 +626,11 @@ def run_notebook(cells: List[dict], points: Dict[int, List[str]], on_point: Call
                     flooded = flooded or outcome == "flood"
             if points.get(index) and kernel.responsive and kernel.alive():
                 on_point(points[index], session)
+            if pause is not None and index == pause[0]:
+                if not pause[1]():
+                    result.stop = PAUSE_STOP
+                    break
+                deadline = time.monotonic() + options.timeout  # the wait was not the notebook's time
             if not kernel.alive():
                 raise KernelDied()
             if not kernel.responsive:

@@ -445,8 +445,8 @@ class Sandbox:
                     made.add(parent)
             args += ["--ro-bind", str(path), str(path)]
             made.add(path)
-        for path in self.masked():  # after every bind: an empty folder over each
-            args += ["--tmpfs", str(path)]
+        for path in self.masked():  # after every bind: an empty folder over each (a file: empty)
+            args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
         args += ["--perms", "0755", "--dir", INSIDE_ROOT]
         if Path("/tmp") not in made:  # else a bound path lives under /tmp: TMPDIR still points away
             args += ["--symlink", f"{INSIDE_ROOT}/tmp", "/tmp"]

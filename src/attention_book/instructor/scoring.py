@@ -4,6 +4,12 @@ A test result is ``{"name", "passed", "hint", "not_implemented"}``; the weight o
 from the hidden-test file the grader loaded (never from a result), so a result naming an unknown
 test, a repeated one or a strange weight changes nothing. Points are
 ``max x (weights passed / weights)``, clamped to ``[0, max]`` and rounded to 2 decimals.
+
+**The main-value rule** (issue 30): an exercise's *first registered test that is not a guard* is
+its main value test (the one that compares the answer's values on the exercise's central case);
+an answer that fails it earns at most half the exercise's points, however many side properties
+(shapes, dtypes, edge cases, guards) it gets right: grouped-query attention with the heads tiled
+in the wrong order or RoPE that ignores ``positions`` is a wrong answer, not 86 % of a right one.
 """
 
 from __future__ import annotations
@@ -14,7 +20,15 @@ from typing import Dict, List, Optional, Tuple
 from .hidden import HiddenTest
 from .report import plural
 
-__all__ = ["score_exercise"]
+__all__ = ["score_exercise", "main_test", "MAIN_VALUE_SHARE"]
+
+#: the most an answer that fails its exercise's main value test can earn (a share of the points)
+MAIN_VALUE_SHARE = 0.5
+
+
+def main_test(tests: List[HiddenTest]) -> Optional[HiddenTest]:
+    """The exercise's main value test: its first registered test that is not a guard."""
+    return next((t for t in tests if not t.guard), None)
 
 
 def score_exercise(results: Optional[List[dict]], tests: List[HiddenTest], max_points: float,
@@ -64,4 +78,11 @@ def score_exercise(results: Optional[List[dict]], tests: List[HiddenTest], max_p
     count = f"{passed:g}/{total:g} test weight passed"
     if passed == total:
         return finish(max_points, "the test passed" if len(tests) == 1 else f"all {len(tests)} tests passed")
-    return finish(max_points * passed / total, count + ("; " + "; ".join(hints) if hints else ""))
+    points = max_points * passed / total
+    main = main_test(tests)
+    if main is not None and by_name.get(main.name, {}).get("passed") is not True and points > 0:
+        cap = max_points * MAIN_VALUE_SHARE
+        if points > cap:
+            count += f" (capped at {MAIN_VALUE_SHARE:g} of the points: the main value test \"{main.name}\" failed)"
+            points = cap
+    return finish(points, count + ("; " + "; ".join(hints) if hints else ""))

@@ -42,8 +42,11 @@ _LENGTH = struct.Struct("<Q")
 
 
 def hard_deadline(options: RunOptions) -> float:
-    """Seconds after which a submission's worker (and sandbox) is killed, whatever it does."""
-    return START_SECONDS + options.timeout + options.tests_timeout + GRACE_SECONDS
+    """Seconds after which a submission's worker (and sandbox) is killed, whatever it does
+    (the notebook's run, then the own-work run of :mod:`.clean_room`)."""
+    from .clean_room import extra_seconds
+
+    return START_SECONDS + options.timeout + options.tests_timeout + extra_seconds(options) + GRACE_SECONDS
 
 
 # ------------------------------------------------------------------------------------------------
