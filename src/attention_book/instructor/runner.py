@@ -68,6 +68,7 @@ class RunOptions:
     limits: Limits = field(default_factory=Limits)
     hidden_paths: List[Path] = field(default_factory=list)  # never visible in the sandbox
     keep_all_outputs: bool = False  # keep outputs of cells run after the hidden tests started
+    self_check_rerun: bool = True  # grade: run again without tests for self-checks whose output was not kept
     slot: str = "grade"  # a name for the sandbox's cgroup
     worker_memory_mb: int = 3072  # address space of the worker reading one submission (soft limit)
 
