@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .markup import cell_text
-from .report import md_cell, plural, scrub
+from .report import md_cell, md_name, plural, scrub
 
 __all__ = ["ExerciseReport", "exercise_reports", "test_lines", "feedback_markdown", "written_answers",
            "written_markdown", "clean", "plain_text", "fenced", "self_check_outputs", "dropped_self_checks",
@@ -235,7 +235,7 @@ def feedback_markdown(student: str, chapter_title: str, reports: Sequence[Exerci
     top = sum(r.max for r in reports)
     pending = [r for r in reports if r.points is None and r.max > 0]
     lines = [f"# Feedback: {md_cell(chapter_title)}", "",
-             f"**{md_cell(student)}**: {_points_phrase(got, top)}"
+             f"**{md_name(student)}**: {_points_phrase(got, top)}"
              + (f" so far ({len(pending)} written exercise{'s' if len(pending) != 1 else ''} "
                 "not graded yet)." if pending else "."), ""]
     if notes:
@@ -278,13 +278,15 @@ def _kept_back(output) -> bool:
     return output.get("output_type") == "stream" and output.get("text") == HIDDEN_OUTPUTS_NOTE
 
 
-def self_check_outputs(cells: List[dict], limit: int = 4000) -> Dict[str, str]:
+def self_check_outputs(cells: List[dict], limit: int = 4000, before: Optional[int] = None) -> Dict[str, str]:
     """What each exercise's self-check cell printed (text only, capped): the student's feedback
-    shows the diagnosis in the self-check's own words. Nothing here decides a point."""
+    shows the diagnosis in the self-check's own words. Nothing here decides a point. With
+    ``before``, only cells up to that index count (later ones ran after the hidden tests began,
+    even where ``--keep-all-outputs`` kept their outputs for the instructor)."""
     found: Dict[str, str] = {}
-    for cell in cells:
+    for index, cell in enumerate(cells):
         label = _check_label(cell)
-        if not label:
+        if not label or (before is not None and index > before):
             continue
         texts = []
         for output in cell.get("outputs", []):
@@ -301,10 +303,12 @@ def self_check_outputs(cells: List[dict], limit: int = 4000) -> Dict[str, str]:
     return found
 
 
-def dropped_self_checks(cells: List[dict]) -> List[str]:
-    """Exercises whose self-check cell ran after the hidden tests began (its outputs not kept)."""
-    return list(dict.fromkeys(_check_label(c) for c in cells
-                              if _check_label(c) and any(_kept_back(o) for o in c.get("outputs", []))))
+def dropped_self_checks(cells: List[dict], first_call_cell: Optional[int]) -> List[str]:
+    """Exercises whose self-check cell ran (it has outputs) after the hidden tests began."""
+    if first_call_cell is None:
+        return []
+    return list(dict.fromkeys(_check_label(cell) for index, cell in enumerate(cells)
+                              if index > first_call_cell and _check_label(cell) and cell.get("outputs")))
 
 
 def rerun_self_checks(cells: List[dict], labels: Sequence[str], options, course_root) -> Tuple[Dict[str, str], str]:
@@ -331,15 +335,16 @@ def rerun_self_checks(cells: List[dict], labels: Sequence[str], options, course_
     return {label: found.get(label, "") for label in labels}, result.stop or ""
 
 
-def complete_self_checks(record: dict, cells: List[dict], tests, points_for, options, course_root) -> None:
+def complete_self_checks(record: dict, cells: List[dict], first_call_cell: Optional[int], tests, points_for,
+                         options, course_root) -> None:
     """Fill ``record`` so that every exercise's self-check output reaches the feedback, or the
-    feedback says why not (module docstring): ``self_check``, ``self_check_dropped`` (outputs not
-    kept by the graded run), ``self_check_rerun`` (outputs from the run without tests) and
-    ``self_check_rerun_stop``."""
+    feedback says why not (module docstring): ``self_check``, ``self_check_dropped`` (self-checks
+    that ran after the hidden tests began, cell ``first_call_cell``), ``self_check_rerun``
+    (outputs from the run without tests) and ``self_check_rerun_stop``."""
     from .scoring import score_exercise
 
-    record.setdefault("self_check", {}).update(self_check_outputs(cells))
-    dropped = dropped_self_checks(cells)
+    record.setdefault("self_check", {}).update(self_check_outputs(cells, before=first_call_cell))
+    dropped = dropped_self_checks(cells, first_call_cell)
     record["self_check_dropped"] = dropped
     lost = []
     for label in dropped:
@@ -429,7 +434,7 @@ def written_markdown(exercise, prompt: str, entries: Sequence[dict], points_for,
     answered = sum(1 for e in entries if e["answer"])
     lines += [f"{answered} of {plural(len(entries), 'student')} answered.", ""]
     for entry in entries:
-        lines += [f"## {md_cell(entry['student'])}: {_points_phrase(entry['points'], top)}", ""]
+        lines += [f"## {md_name(entry['student'])}: {_points_phrase(entry['points'], top)}", ""]
         answer = plain_text(entry["answer"]).strip("\n")
         lines += ([fenced(_wrapped(answer))] if answer.strip() else ["(no answer)"]) + [""]
         if entry.get("comment"):

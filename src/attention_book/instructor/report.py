@@ -34,9 +34,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["CSV_COLUMNS", "csv_cell", "csv_value", "md_cell", "printable", "scrub", "atomic_write",
-           "write_if_changed", "write_outputs", "read_grades", "plain_title", "plural", "student_file_name",
-           "name_of_file", "executed_notebook", "inert_outputs", "FILE_NAME_BYTES", "KEPT_MIME_TYPES"]
+__all__ = ["CSV_COLUMNS", "csv_cell", "csv_value", "md_cell", "md_name", "shown_name", "printable", "scrub",
+           "atomic_write", "write_if_changed", "write_outputs", "read_grades", "plain_title", "plural",
+           "student_file_name", "name_of_file", "executed_notebook", "inert_outputs", "FILE_NAME_BYTES",
+           "KEPT_MIME_TYPES"]
 
 CSV_COLUMNS = ["student", "exercise", "number", "points", "max", "message", "flags"]
 
@@ -90,7 +91,21 @@ def csv_value(cell: str) -> str:
 def md_cell(value, limit: int = 300) -> str:
     """``value`` as one line of Markdown text that renders as exactly that text: no heading,
     list, table cell, emphasis, link, image, autolink or HTML can come out of it."""
-    text = printable(" ".join(scrub(str(value)).split()))[:limit]
+    return _md_escape(printable(" ".join(scrub(str(value)).split()))[:limit])
+
+
+def shown_name(name: str) -> str:
+    """A student's name as pages show it: escaped like :func:`printable`, and a leading, trailing
+    or repeated space as ``␣`` (``alice `` and ``alice`` are two students; HTML would hide it)."""
+    return re.sub(r"^ +| +$| {2,}", lambda m: "\u2423" * len(m.group(0)), printable(scrub(name)))
+
+
+def md_name(name: str) -> str:
+    """:func:`shown_name` as Markdown text (escaped as :func:`md_cell` escapes)."""
+    return _md_escape(shown_name(name))
+
+
+def _md_escape(text: str) -> str:
     text = re.sub(r"[\\`|\[\]<>*_#~!&$]", lambda m: "\\" + m.group(0), text)
     # what an autolinker (GFM, linkify) would make a link of: www.x.org, x@y.org, https://...
     text = re.sub(r"\.(?=[^\W\d_])|@|:(?=/)", lambda m: "\\" + m.group(0), text)
@@ -108,6 +123,7 @@ def md_cell(value, limit: int = 300) -> str:
 FILE_NAME_BYTES = 140
 _NAME_RESERVED = set('%/\\<>:"|?*')  # % is the escape; the rest is refused by Windows or POSIX
 _CUT = "%~"  # marks a name cut to fit (never produced by percent-escaping)
+_EMPTY = "%"  # the empty name (a lone % is never produced by percent-escaping either)
 
 
 def _escape_char(ch: str) -> str:
@@ -120,18 +136,21 @@ def student_file_name(name: str, suffix: str = ".md") -> str:
 
     Letters, digits, spaces and punctuation of every script stay; ``%`` (the escape), ``/``,
     ``\\``, the characters Windows refuses (``<>:"|?*``), control and format characters, a leading
-    ``.`` or ``-`` and a trailing ``.`` or space become ``%XX`` (their UTF-8 bytes), so
+    ``.`` (a hidden file) or ``-`` (an option to ``pandoc *.md``) and, without a suffix, a trailing
+    ``.`` or space become ``%XX`` (their UTF-8 bytes), so
     :func:`name_of_file` gives the name back. A name longer than :data:`FILE_NAME_BYTES` bytes is
     cut at a character and ends in ``%~`` and 12 hex digits of its SHA-256 (distinct names stay
     distinct; the feedback page itself starts with the full name)."""
     import hashlib
     import unicodedata
 
+    if not name:
+        return _EMPTY + suffix
     out = []
     last = len(name) - 1
     for index, ch in enumerate(name):
         escape = (ch in _NAME_RESERVED or unicodedata.category(ch) in _ESCAPED
-                  or (index == 0 and ch in ".-") or (index == last and ch in ". "))
+                  or (index == 0 and ch in ".-") or (index == last and ch in ". " and not suffix))
         out.append(_escape_char(ch) if escape else ch)
     budget = FILE_NAME_BYTES - len(suffix.encode("utf-8"))
     if sum(len(part.encode("utf-8")) for part in out) <= budget:
@@ -155,6 +174,8 @@ def name_of_file(file_name: str, suffix: str = ".md") -> Optional[str]:
     stem = file_name[: -len(suffix)] if suffix and file_name.endswith(suffix) else file_name
     if _CUT in stem:
         return None
+    if stem == _EMPTY:
+        return ""
     return unquote_to_bytes(stem).decode("utf-8", "surrogatepass")
 
 
@@ -309,7 +330,7 @@ def write_outputs(out: Path, title: str, rows: Sequence[List[str]], students: Se
     for entry in students:
         top = entry["max"]
         percent = f"{100 * entry['points'] / top:.0f}" if top else "-"
-        lines.append(f"| {md_cell(entry['student'])} | {entry['points']:g} | {top:g} | {percent} | "
+        lines.append(f"| {md_name(entry['student'])} | {entry['points']:g} | {top:g} | {percent} | "
                      f"{md_cell(entry['note'], 160)} | {md_cell('; '.join(entry['flags']), 400)} |")
     per_exercise: Dict[Tuple[str, str], List[Tuple[float, float, str]]] = defaultdict(list)
     for row in rows:
@@ -326,14 +347,14 @@ def write_outputs(out: Path, title: str, rows: Sequence[List[str]], students: Se
     if flagged:
         lines += ["", "## Flagged submissions", ""]
         for entry in flagged:
-            lines.append(f"- {md_cell(entry['student'])}: {md_cell('; '.join(entry['flags']), 800)}")
+            lines.append(f"- {md_name(entry['student'])}: {md_cell('; '.join(entry['flags']), 800)}")
     if skipped:
         lines += ["", "## Files not graded", ""]
-        lines += [f"- {md_cell(name)}: {md_cell(why)}" for name, why in skipped]
+        lines += [f"- {md_name(name)}: {md_cell(why)}" for name, why in skipped]
     if not_graded:
         lines += ["", "## Not graded in this run", "",
                   f"{plural(len(not_graded), 'file has', 'files have')} no up-to-date record and this run "
                   "graded one student only (--student): grade the folder without --student.", ""]
-        lines += [f"- {md_cell(name)}" for name in not_graded]
+        lines += [f"- {md_name(name)}" for name in not_graded]
     atomic_write(summary_path, "\n".join(lines) + "\n")
     return csv_path, summary_path

@@ -83,6 +83,7 @@ class RunResult:
     calls: int = 0
     memory_peak_mb: Optional[float] = None  # the sandbox's peak memory (cgroup), when known
     escaped: List[int] = field(default_factory=list)  # processes alive after the sandbox was killed
+    first_call_cell: Optional[int] = None  # the cell after which the hidden tests began (None: no call)
 
 
 class ReplyRefused(AnswerError):
@@ -635,6 +636,7 @@ def run_notebook(cells: List[dict], points: Dict[int, List[str]], on_point: Call
     if flooded:
         result.flags.append(f"printed more than {options.max_messages} outputs in a cell (interrupted)")
     first = session.first_call_cell if session is not None else None
+    result.first_call_cell = first
     result.cell_errors = [
         {"cell": i, "ename": str(o.get("ename"))[:100],
          "evalue": "" if first is not None and i > first else str(o.get("evalue"))[:200]}
