@@ -54,7 +54,7 @@ from hostile.harness import grade_in_process
 ROOT = Path(__file__).resolve().parents[1]
 OPTIONS = dict(chapter="03", jobs=2, quiet=False, timeout=90, tests_timeout=60, check_timeout=20)
 LIMITS = dict(processes=64, memory_mb=6144, disk_mb=256, total_memory_mb=2048)
-ANSWERS = {"written-forge": attacks.FORGE, "written-separators": attacks.SEPARATORS}
+ANSWERS = attacks.ANSWERS
 
 
 @pytest.fixture(scope="module")
@@ -196,6 +196,17 @@ def test_every_exercise_shows_its_self_check_or_says_why_not(graded):
 @pytest.mark.slow
 def test_no_hidden_input_reaches_a_page_a_record_or_a_copy(graded):
     _assert(attacks.check_no_hidden_input_leaks(graded["out"]))
+    _assert(attacks.check_spy_self_check_shown(graded["out"]))
+
+
+@pytest.mark.slow
+def test_no_hidden_input_crosses_to_the_second_run_through_the_keyrings(graded):
+    """The second run is safe only while no state outlives a sandbox: the kernel keyrings did
+    (issue 29 item 1, the grader-sandbox engineer's seccomp filter and fresh session keyring)."""
+    passed, detail, state = attacks.check_no_keyring_leak(graded["out"])
+    if not passed and state == "open":
+        pytest.xfail(f"{detail}: needs issue 29 item 1 (keyctl and add_key refused in the sandbox)")
+    assert passed, detail
 
 
 @pytest.fixture(scope="module")
@@ -219,6 +230,7 @@ def test_the_spy_sees_hidden_inputs_yet_no_page_shows_them(spy_kept):
     copy = attacks.executed_file(spy_kept, "spy-3.2").read_text(encoding="utf-8")
     assert attacks.LEAKED.search(copy), "the spy recorded no hidden input: the attack no longer works"
     _assert(attacks.check_no_hidden_input_leaks(spy_kept, places=("feedback", "records")))
+    _assert(attacks.check_spy_self_check_shown(spy_kept))
 
 
 # ------------------------------------------------------------------------------------------------ Gradescope

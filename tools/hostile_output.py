@@ -88,13 +88,17 @@ def run_group(group: str, root: Path, python: str, work: Path) -> dict:
     checks = {}
     if group == "names":
         checks["CSV cells neutralised"] = _safely(attacks.check_csv_formulas, out)
-        checks["names read back exactly"] = _safely(attacks.check_names_read_back, out)
+        checks["names read back exactly"] = _safely(attacks.check_names_read_back, out,
+                                                     [s for s in students if s in attacks.NAMES])
         checks["one Points Possible row"] = _safely(attacks.check_one_points_possible_row, out)
         checks["Canvas column not (autograded)"] = _safely(attacks.check_canvas_column, out)
         checks["readable feedback file names"] = _safely(attacks.check_feedback_names, out)
+        rerun = _manual_rerun(root, python, subs, out)
+        checks["next run accepts the manual file"] = rerun["next run accepts the manual file"]
+    elif group == "exact-name":
         checks.update(_manual_rerun(root, python, subs, out))
-    elif group == "written":
-        answers = {"written-forge": attacks.FORGE, "written-separators": attacks.SEPARATORS}
+    elif group in ("written", "surrogate"):
+        answers = {s: t for s, t in attacks.ANSWERS.items() if s in students}
         checks["run completes, written/ and manual-points.csv"] = _safely(attacks.check_no_crash_written, out, result)
         checks["written page renders inert, one block each"] = _safely(
             attacks.check_written_renders_inert, out, students, answers)
@@ -105,6 +109,9 @@ def run_group(group: str, root: Path, python: str, work: Path) -> dict:
         checks["every exercise: self-check or why not"] = _safely(attacks.check_every_exercise_accounted, out,
                                                                   "wrong-3.2")
         checks["no hidden input in pages/records/copies"] = _safely(attacks.check_no_hidden_input_leaks, out)
+        checks["the spy's 3.2 self-check shown (nothing to leak)"] = _safely(attacks.check_spy_self_check_shown, out)
+    elif group == "keyring":
+        checks["no hidden input through the keyrings"] = _safely(lambda o: attacks.check_no_keyring_leak(o)[:2], out)
     return {"group": group, "exit": result["code"], "seconds": round(time.monotonic() - started, 1),
             "checks": {name: [bool(ok), detail] for name, (ok, detail) in checks.items()}}
 

@@ -3,18 +3,20 @@
 A class of chapter 3 is built by :func:`build_class` into a submissions folder:
 
 * **names** (item 2): files whose names a spreadsheet runs as formulas (``'=alice``, ``-nan``,
-  ``+inf``, `` =1+2``, ``@SUM(A1)``), a student called ``Points Possible``, ``alice`` and
-  ``alice `` (trailing space), ``erin@uni.example`` and names in other scripts. They are
-  broken notebooks (no kernel starts): only their names matter;
+  ``+inf``, `` =1+2``, ``@SUM(A1)``), a student called ``Points Possible``, ``erin@uni.example``
+  and names in other scripts; **exact names**: ``alice`` and ``alice `` (trailing space). They
+  are broken notebooks (no kernel starts): only their names matter;
 * **written answers** (item 5): a bare-CR answer forging ``## zz_victim: 0 of 2 points`` sections,
   a remote image and a link; one with every other line break (U+2028, U+2029, NEL, VT, FF,
-  CRLF), raw HTML, autolinks, bare URLs, fences that try to close the block and a lone surrogate;
+  CRLF), raw HTML, autolinks, bare URLs and fences that try to close the block; one with a lone
+  surrogate (a ``"\\ud800"`` escape in the notebook's JSON);
 * **active outputs** (item 6): a solved notebook whose added cell displays HTML, JavaScript,
   SVG, Markdown and LaTeX with scripts, a widget view and a fake PNG;
 * **self-checks** (item 10): a notebook wrong on Exercise 3.2 only (its self-check's hints must
-  reach the page), and one that records the grader's hidden inputs and prints them from every
-  answer and every ``print`` (through a replaced ``sys.stdout``): no hidden input may reach a
-  page, a record or an executed copy.
+  reach the page), one that records the grader's hidden inputs and prints them from every
+  answer and every ``print`` (through a replaced ``sys.stdout``), and one that carries them to
+  the second run through the kernel's keyrings: no hidden input may reach a page, a record or an
+  executed copy.
 
 The ``check_*`` functions judge an output folder and return ``(passed, detail)``: the test module
 (tests/test_grader_output_hostile.py) asserts them, tools/hostile_output.py prints them as a
@@ -61,7 +63,8 @@ SEPARATORS = ("Line one\u2028## by-u2028\u2029## by-u2029\x85## by-nel\x0b## by-
               "erin@evil.example\n\n```\n## after-a-fence\n```\n~~~~\n## after-tildes\n~~~~\n"
               "````````\n## after-eight-backticks\n\n[ref]: https://evil.example/ref\n[ref]\n\n"
               "&lt;b&gt; &#60;img src=x onerror=alert(3)&#62;\n\n"
-              "a lone surrogate \ud800 here, an escape \x1b[2J and a NUL \x00 there")
+              "an escape \x1b[2J and a NUL \x00 there")
+SURROGATE = "My answer has a lone surrogate \ud800 (a JSON escape in the notebook file) and goes on."
 
 ACTIVE = r'''
 from IPython.display import HTML, SVG, Javascript, Latex, Markdown, display
@@ -116,6 +119,49 @@ _sys.stdout = _Tee(_sys.stdout)
 #: a hidden input in an output: the marker, then a non-empty list
 LEAKED = re.compile(r"LEAK-HIDDEN(?:-TEE)? \[['\"]")
 
+#: the spy's other way out: the graded run stores what the hidden tests send in the kernel's
+#: keyrings (session and user keyring, shared by every sandbox of one grader while a notebook may
+#: call keyctl, issue 29 item 1), the second run reads it back and prints it in 3.2's self-check
+KEYRING_SPY = r'''
+import ctypes as _ct, sys as _sys
+_libc = _ct.CDLL(None, use_errno=True)
+_libc.syscall.restype = _ct.c_long
+_DESC = b"ab-grader-output-spy"
+def _key_add(text, ring):
+    data = text.encode()
+    key = _libc.syscall(248, b"user", _DESC, data, len(data), _ct.c_int(ring))  # add_key
+    if key > 0:
+        _libc.syscall(250, 15, _ct.c_long(key), 600)  # KEYCTL_SET_TIMEOUT: gone in 10 minutes
+def _key_read(ring):
+    key = _libc.syscall(250, 10, _ct.c_int(ring), b"user", _DESC, 0)  # KEYCTL_SEARCH
+    if key <= 0:
+        return None
+    buffer = _ct.create_string_buffer(4096)
+    size = _libc.syscall(250, 11, _ct.c_long(key), buffer, 4096)  # KEYCTL_READ
+    return buffer.raw[:size].decode("utf-8", "replace") if size > 0 else None
+_probe = _libc.syscall(248, b"user", b"ab-grader-output-probe", b"x", 1, _ct.c_int(-4))
+print("KEYRING", "open" if _probe > 0 else "blocked")
+if _probe > 0:
+    _libc.syscall(250, 21, _ct.c_long(_probe))  # KEYCTL_INVALIDATE
+def _in_grader_call():
+    frame = _sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__", "").endswith("kernel_side"):
+            return True
+        frame = frame.f_back
+    return False
+def _spy(function):
+    def wrapper(*args, **kwargs):
+        if _in_grader_call():
+            for ring in (-3, -4):  # the session and the user keyring
+                _key_add(repr(args)[:300], ring)
+        found = [text for text in (_key_read(-3), _key_read(-4)) if text]
+        print(f"LEAK-KEYRING {found[:1]}")
+        return function(*args, **kwargs)
+    return wrapper
+'''
+KEYRING_LEAKED = re.compile(r"LEAK-KEYRING \[['\"]")
+
 
 def _code(text: str) -> dict:
     return {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": text}
@@ -155,8 +201,8 @@ def wrong_on_32(nb) -> dict:
     return nb
 
 
-def with_spy(nb) -> dict:
-    """Every answer wrapped by the spy (SPY, in a cell added after the setup cell)."""
+def with_spy(nb, spy: str = SPY) -> dict:
+    """Every answer wrapped by the spy (``spy``, in a cell added after the setup cell)."""
     nb = copy.deepcopy(nb)
     for cell in nb["cells"]:
         info = (cell.get("metadata") or {}).get("attention_book") or {}
@@ -164,7 +210,7 @@ def with_spy(nb) -> dict:
             names = [line.split("(")[0][4:] for line in _text(cell).split("\n") if line.startswith("def ")]
             cell["source"] = _text(cell) + "\n" + "\n".join(f"{n} = _spy({n})" for n in names) + "\n"
     first = next(i for i, cell in enumerate(nb["cells"]) if cell["cell_type"] == "code")
-    nb["cells"].insert(first + 1, _code(SPY))
+    nb["cells"].insert(first + 1, _code(spy))
     return nb
 
 
@@ -183,11 +229,17 @@ def _write(folder: Path, name: str, content) -> None:
 
 
 GROUPS = {  # the attacks by group (tools/hostile_output.py grades each group on its own)
-    "names": ["names"],
-    "written": ["written-forge", "written-separators"],
-    "active": ["active-outputs"],
-    "self-check": ["wrong-3.2", "spy-3.2"],
+    "names": "formulas, Points Possible, scripts (broken notebooks)",
+    "exact-name": "alice and 'alice ' (broken notebooks)",
+    "written": "written-forge, written-separators",
+    "surrogate": "written-surrogate",
+    "active": "active-outputs",
+    "self-check": "wrong-3.2, spy-3.2",
+    "keyring": "keyring-3.2",
 }
+EXACT = ("alice", "alice ")
+#: the written answers of the class, by student
+ANSWERS = {"written-forge": FORGE, "written-separators": SEPARATORS, "written-surrogate": SURROGATE}
 
 
 def build_class(folder: Path, source, release, chapter, groups=tuple(GROUPS)) -> List[str]:
@@ -196,14 +248,15 @@ def build_class(folder: Path, source, release, chapter, groups=tuple(GROUPS)) ->
     solved = solved_release(source, release, chapter)
     students = ["solution"]
     _write(folder, "solution", source)
-    if "names" in groups:
-        for name in NAMES:
-            _write(folder, name, b'{"not": "a notebook"}')
-            students.append(name)
-    if "written" in groups:
-        _write(folder, "written-forge", with_written(solved, FORGE))
-        _write(folder, "written-separators", with_written(solved, SEPARATORS))
-        students += ["written-forge", "written-separators"]
+    names = [n for n in NAMES if ("names" in groups and n not in EXACT) or ("exact-name" in groups and n in EXACT)]
+    for name in names:
+        _write(folder, name, b'{"not": "a notebook"}')
+        students.append(name)
+    for group, student in (("written", "written-forge"), ("written", "written-separators"),
+                           ("surrogate", "written-surrogate")):
+        if group in groups:
+            _write(folder, student, with_written(solved, ANSWERS[student]))
+            students.append(student)
     if "active" in groups:
         _write(folder, "active-outputs", with_written(with_active_outputs(solved), "An honest answer: σ² d_k."))
         students.append("active-outputs")
@@ -211,6 +264,9 @@ def build_class(folder: Path, source, release, chapter, groups=tuple(GROUPS)) ->
         _write(folder, "wrong-3.2", wrong_on_32(solved))
         _write(folder, "spy-3.2", with_spy(wrong_on_32(solved)))
         students += ["wrong-3.2", "spy-3.2"]
+    if "keyring" in groups:
+        _write(folder, "keyring-3.2", with_spy(wrong_on_32(solved), KEYRING_SPY))
+        students.append("keyring-3.2")
     return students
 
 
@@ -322,12 +378,12 @@ def check_csv_formulas(out: Path) -> Tuple[bool, str]:
     return not bad, "; ".join(bad[:6]) or "every cell neutralised"
 
 
-def check_names_read_back(out: Path) -> Tuple[bool, str]:
-    """grades.csv and manual-points.csv give back every name exactly (the grader's readers)."""
+def check_names_read_back(out: Path, names=tuple(NAMES)) -> Tuple[bool, str]:
+    """grades.csv gives back every name exactly (read by the grader's own reader)."""
     from attention_book.instructor.report import read_grades
 
     students = {name for name, _ in read_grades(out / "grades.csv")}
-    missing = [n for n in NAMES if n not in students]
+    missing = [n for n in names if n not in students]
     return not missing, (f"not read back: {missing}" if missing else "all names read back")
 
 
@@ -345,7 +401,7 @@ def check_canvas_column(out: Path) -> Tuple[bool, str]:
 def check_feedback_names(out: Path) -> Tuple[bool, str]:
     """Each student's page under a readable name: erin@uni.example.md, Иванова Александра.md."""
     names = sorted(p.name for p in (out / "feedback").iterdir()) if (out / "feedback").is_dir() else []
-    wanted = ["erin@uni.example.md", "Иванова Александра.md", "山田\u3000太郎.md", "alice .md"]
+    wanted = ["erin@uni.example.md", "Иванова Александра.md", "山田\u3000太郎.md"]
     missing = [w for w in wanted if w not in names]
     shown = [n for n in names if "erin" in n or "%D0" in n or "Иван" in n]
     return not missing, f"{shown}"
@@ -449,13 +505,30 @@ def check_every_exercise_accounted(out: Path, student: str = "solution") -> Tupl
     return not silent, f"silent: {silent}" if silent else "each shows it or says why"
 
 
-def check_no_hidden_input_leaks(out: Path, student: str = "spy-3.2",
-                                places=("feedback", "records", "executed")) -> Tuple[bool, str]:
-    """The spy's records of hidden inputs appear in no page, record, executed copy (``places``)
-    or CSV, and the self-check it polluted is shown from the run without tests."""
+def check_no_hidden_input_leaks(out: Path, places=("feedback", "records", "executed")) -> Tuple[bool, str]:
+    """The spy's records of hidden inputs appear in no page, record, executed copy (``places``) or CSV."""
     files = [p for folder in places for p in (out / folder).glob("*")] + [out / "grades.csv", out / "summary.md"]
     leaked = [p.name for p in files if p.is_file() and LEAKED.search(p.read_text(encoding="utf-8", errors="replace"))]
+    return not leaked, f"leaked into {leaked}" if leaked else "no hidden input anywhere"
+
+
+def check_spy_self_check_shown(out: Path, student: str = "spy-3.2") -> Tuple[bool, str]:
+    """The 3.2 self-check the spy prints into is on its page, from the run without tests."""
     page = feedback_file(out, student)
-    shown = page.is_file() and "LEAK-HIDDEN []" in page.read_text(encoding="utf-8").split("## Exercise 3.2", 1)[-1]
-    return not leaked and shown, (f"leaked into {leaked}" if leaked else "no hidden input shown") + (
-        "; the spy's 3.2 self-check shown (without hidden inputs)" if shown else "; the spy's 3.2 self-check not shown")
+    section = page.read_text(encoding="utf-8").split("## Exercise 3.2", 1)[-1] if page.is_file() else ""
+    shown = "LEAK-HIDDEN []" in section.split("## Exercise 3.3", 1)[0]
+    return shown, "shown, with nothing to leak" if shown else "not shown"
+
+
+def check_no_keyring_leak(out: Path, student: str = "keyring-3.2") -> Tuple[bool, str, str]:
+    """No hidden input crossed to the second run through the keyrings: ``(passed, detail, state)``
+    with ``state`` what the notebook saw of the keyrings ("open", "blocked" or "?")."""
+    copy_text = executed_file(out, student).read_text(encoding="utf-8") if executed_file(out, student).is_file() else ""
+    state = "open" if "KEYRING open" in copy_text else "blocked" if "KEYRING blocked" in copy_text else "?"
+    page = feedback_file(out, student)
+    text = page.read_text(encoding="utf-8") if page.is_file() else ""
+    leaked = bool(KEYRING_LEAKED.search(text))
+    shown = "LEAK-KEYRING" in text.split("## Exercise 3.2", 1)[-1].split("## Exercise 3.3", 1)[0]
+    detail = ("hidden inputs crossed to the second run through the keyrings" if leaked else
+              "no hidden input crossed" + ("" if shown else " (3.2's self-check was not shown)"))
+    return not leaked and shown, f"keyrings {state}: {detail}", state

@@ -79,9 +79,6 @@ def fenced(text: str, info: str = "text") -> str:
     return f"{fence}{info}\n{text}\n{fence}"
 
 
-_block = fenced
-
-
 def _wrapped(text: str) -> str:
     """Long lines wrapped at spaces (indentation kept, words never split)."""
     out = []
@@ -239,7 +236,7 @@ def feedback_markdown(student: str, chapter_title: str, reports: Sequence[Exerci
              + (f" so far ({len(pending)} written exercise{'s' if len(pending) != 1 else ''} "
                 "not graded yet)." if pending else "."), ""]
     if notes:
-        lines += ["What the grader noticed about the whole notebook:", "", _block("\n".join(clean(n) for n in notes)), ""]
+        lines += ["What the grader noticed about the whole notebook:", "", fenced("\n".join(clean(n) for n in notes)), ""]
     for report in reports:
         if report.kind == "written" and report.max == 0 and report.points is None:
             continue  # a written exercise worth no points and not graded: nothing to say
@@ -248,15 +245,15 @@ def feedback_markdown(student: str, chapter_title: str, reports: Sequence[Exerci
                   f"{_points_phrase(report.points, report.max)}", ""]
         if report.kind == "written":
             if report.comment:
-                lines += ["Comment:", "", _block(report.comment), ""]
+                lines += ["Comment:", "", fenced(report.comment), ""]
             continue
         text = []
         for status, name, hint in report.lines:
             shown = "...." if status == "WAIT" else status
             text.append(f"{shown}  {clean(name, 200)}" + (f": {hint}" if hint else ""))
-        lines += ["The grader's tests (they decide the points):", "", _block("\n".join(text)), ""]
+        lines += ["The grader's tests (they decide the points):", "", fenced("\n".join(text)), ""]
         if report.self_check.strip():
-            lines += [report.self_check_heading or SELF_CHECK_GRADED, "", _block(report.self_check[:MAX_TEXT]), ""]
+            lines += [report.self_check_heading or SELF_CHECK_GRADED, "", fenced(report.self_check[:MAX_TEXT]), ""]
         elif report.self_check_note:
             lines += [md_cell(report.self_check_note, 600), ""]
     return "\n".join(lines).rstrip("\n") + "\n"
@@ -431,7 +428,7 @@ def written_markdown(exercise, prompt: str, entries: Sequence[dict], points_for,
              "runs again): the points appear below, in `gradebook.csv` and in each student's feedback.", ""]
     if prompt.strip():
         lines += ["The exercise, as the students read it:", ""] + _quote(prompt.strip()) + [""]
-    answered = sum(1 for e in entries if e["answer"])
+    answered = sum(1 for e in entries if str(e["answer"]).strip())
     lines += [f"{answered} of {plural(len(entries), 'student')} answered.", ""]
     for entry in entries:
         lines += [f"## {md_name(entry['student'])}: {_points_phrase(entry['points'], top)}", ""]

@@ -70,7 +70,7 @@ def printable(text: str) -> str:
 
 
 def _needs_apostrophe(text: str) -> bool:
-    first = text.lstrip(" ")[:1]
+    first = text.lstrip()[:1]  # also after spaces of any kind
     return text.startswith("'") or (first != "" and first in FORMULA_START and not _GRADER_NUMBER.fullmatch(text))
 
 
