@@ -409,3 +409,47 @@ def test_markdown_cells_and_names_render_as_text():
             assert not kinds & {"link_open", "image", "html_inline"}, (text, preset, kinds)
             assert attacks._rendered(tokens[1]) == text
     assert shown_name("alice ") == "alice␣" and shown_name(" a  b") == "␣a␣␣b" and shown_name("a b") == "a b"
+
+
+def _check_cell(label, text):
+    return {"cell_type": "code", "source": "check()", "metadata": {"attention_book_grader": {
+        "role": "check", "exercise": label}}, "outputs": [{"output_type": "stream", "name": "stdout", "text": text}]}
+
+
+@pytest.mark.parametrize("flags, stop, expect_rerun", [
+    ([], None, True),
+    (["changed the inputs of a hidden test in place (x); expected values came from the grader's copies"], None, True),
+    (["printed more than 2000 outputs in a cell (interrupted)"], None, False),
+    ([], "the notebook ran past its time limit (90 s)", False),
+])
+def test_a_second_run_only_for_lost_points_of_a_run_that_behaved(monkeypatch, flags, stop, expect_rerun):
+    """Which self-checks run again, and what the page says otherwise (no kernel: the rerun is faked)."""
+    from attention_book.instructor import feedback
+    from attention_book.instructor.runner import RunResult
+
+    cells = [_check_cell("ex-1", "PASS one"), _check_cell("ex-2", "LEAK from after the tests"),
+             _check_cell("ex-3", "LEAK too")]  # the tests began after cell 0 (--keep-all-outputs kept 1, 2)
+    calls = []
+    monkeypatch.setattr(feedback, "rerun_self_checks",
+                        lambda cells, labels, options, root: (calls.append(list(labels)) or
+                                                              ({label: f"again {label}" for label in labels}, "")))
+    record = {"results": {}, "reasons": {}, "notes": {}, "zero": {}}
+    points = {"ex-1": 1.0, "ex-2": 1.0, "ex-3": 1.0}
+    tests = {label: [SimpleNamespace(name="t", guard=False, weight=1.0)] for label in points}
+    record["results"] = {"ex-1": [{"name": "t", "passed": True}], "ex-2": [{"name": "t", "passed": False}],
+                         "ex-3": [{"name": "t", "passed": True}]}
+    run = RunResult(stop=stop, flags=flags, first_call_cell=0)
+    feedback.complete_self_checks(record, cells, run, tests, points.get, SimpleNamespace(self_check_rerun=True), ROOT)
+    assert calls == ([["ex-2"]] if expect_rerun else [])
+    assert record["self_check"] == ({"ex-1": "PASS one", "ex-2": "again ex-2"} if expect_rerun else
+                                    {"ex-1": "PASS one"})  # never the outputs after the tests began
+    assert record["self_check_dropped"] == ["ex-2", "ex-3"]
+    reports = feedback.exercise_reports(record, [SimpleNamespace(label=k, number=k, title=k, kind="code")
+                                                 for k in points], tests, points.get)
+    sections = [feedback.self_check_section(r) for r in reports]
+    assert sections[0] == [feedback.SELF_CHECK_GRADED, "PASS one"]
+    assert sections[2] == [f"{feedback.SELF_CHECK_KEPT_BACK}, and with full marks it was not run again."]
+    if expect_rerun:
+        assert sections[1] == [feedback.SELF_CHECK_RERUN, "again ex-2"]
+    else:
+        assert "did not show it" in sections[1][0] and ("stopped early" if stop else "flagged") in sections[1][0]

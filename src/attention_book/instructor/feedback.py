@@ -332,14 +332,16 @@ def rerun_self_checks(cells: List[dict], labels: Sequence[str], options, course_
     return {label: found.get(label, "") for label in labels}, result.stop or ""
 
 
-def complete_self_checks(record: dict, cells: List[dict], first_call_cell: Optional[int], tests, points_for,
-                         options, course_root) -> None:
+def complete_self_checks(record: dict, cells: List[dict], run, tests, points_for, options, course_root) -> None:
     """Fill ``record`` so that every exercise's self-check output reaches the feedback, or the
     feedback says why not (module docstring): ``self_check``, ``self_check_dropped`` (self-checks
-    that ran after the hidden tests began, cell ``first_call_cell``), ``self_check_rerun``
-    (outputs from the run without tests) and ``self_check_rerun_stop``."""
+    that ran after the hidden tests began, ``run.first_call_cell``), ``self_check_rerun`` (outputs
+    from the run without tests) and ``self_check_rerun_stop``. ``run`` is the graded run's
+    :class:`~.runner.RunResult`: a run that stopped early or misbehaved (flooded its outputs, sent
+    refused replies, hit the memory limit, left processes) is not made a second time."""
     from .scoring import score_exercise
 
+    first_call_cell = run.first_call_cell
     record.setdefault("self_check", {}).update(self_check_outputs(cells, before=first_call_cell))
     dropped = dropped_self_checks(cells, first_call_cell)
     record["self_check_dropped"] = dropped
@@ -355,6 +357,13 @@ def complete_self_checks(record: dict, cells: List[dict], first_call_cell: Optio
         return
     if not getattr(options, "self_check_rerun", True):
         record["self_check_rerun_stop"] = "the instructor turned that second run off"
+        return
+    # a flood, refused replies, the memory limit, processes left behind: no second helping (an
+    # answer that changed its inputs in place is an honest mistake, and its hints help most)
+    misbehaved = [flag for flag in run.flags if "in place" not in flag] or run.escaped
+    if run.stop or misbehaved:
+        record["self_check_rerun_stop"] = "it was not made, since the graded run " + (
+            "stopped early" if run.stop else "was flagged (see above)")
         return
     texts, stop = rerun_self_checks(cells, lost, options, course_root)
     record["self_check"].update({label: text for label, text in texts.items() if text.strip()})

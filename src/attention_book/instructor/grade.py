@@ -205,7 +205,7 @@ def grade_submission(sub: Submission, course: Course, chapter: Chapter, release_
         if label not in record["results"]:
             record["reasons"][label] = f"not evaluated: {result.stop}" if result.stop else "not evaluated"
     # every self-check's output for the feedback; a second run without hidden tests where needed
-    complete_self_checks(record, plan.cells, result.first_call_cell, tests, course.points_for, options, course.root)
+    complete_self_checks(record, plan.cells, result, tests, course.points_for, options, course.root)
     _redact(record, {"course": course.root, "home": Path.home(), "tmp": tempfile.gettempdir(),
                      "grades": executed.parent if executed is not None else None})
     if executed is not None:  # outputs kept as text and images only (report.executed_notebook)
