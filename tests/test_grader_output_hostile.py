@@ -401,14 +401,15 @@ def test_a_lone_surrogate_never_stops_a_write(tmp_path):
 
 
 def test_markdown_cells_and_names_render_as_text():
-    for text in ("www.evil.example", "erin@evil.example", "see https://e.x/y", "- item", "1. item", "![i](u)",
-                 "<b>x</b>", "a | b", "&#60;b&#62;"):
+    for text in ("www.evil.example", "erin@evil.example", "see https://e.x/y", "evil.com", "report.md", "x.b.io",
+                 "- item", "1. item", "![i](u)", "<b>x</b>", "a | b", "&#60;b&#62;"):
         for preset in ("commonmark", "gfm-like"):
             tokens = attacks.markdown_tokens(f"## {md_cell(text)}\n\n| a |\n|---|\n| {md_cell(text)} |\n", preset)
             kinds = {c.type for t in tokens if t.type == "inline" for c in t.children or []}
             assert not kinds & {"link_open", "image", "html_inline"}, (text, preset, kinds)
             assert attacks._rendered(tokens[1]) == text
     assert shown_name("alice ") == "alice␣" and shown_name(" a  b") == "␣a␣␣b" and shown_name("a b") == "a b"
+    assert [md_cell(t) for t in ("notes.txt", "3.1", "torch.allclose")] == ["notes.txt", "3.1", "torch.allclose"]
 
 
 def _check_cell(label, text):

@@ -105,10 +105,17 @@ def md_name(name: str) -> str:
     return _md_escape(shown_name(name))
 
 
+#: a dot before a top-level domain that linkify-it (markdown-it, VS Code's preview) links without
+#: a scheme (every two-letter one and its default list), the dot after "www", "@" and "://"; the
+#: dots of "notes.txt" or "3.1" stay as they are
+_LINKABLE = re.compile(r"(?<=www)\.|\.(?=(?:[a-z]{2}|biz|com|edu|gov|net|org|pro|web|xxx|aero|asia|coop|info|"
+                       r"museum|name|shop|рф|xn--[\w-]+)(?![\w-]))|@|:(?=/)", re.IGNORECASE)
+
+
 def _md_escape(text: str) -> str:
     text = re.sub(r"[\\`|\[\]<>*_#~!&$]", lambda m: "\\" + m.group(0), text)
-    # what an autolinker (GFM, linkify) would make a link of: www.x.org, x@y.org, https://...
-    text = re.sub(r"\.(?=[^\W\d_])|@|:(?=/)", lambda m: "\\" + m.group(0), text)
+    # what an autolinker (GFM, linkify) would make a link of: www.x, x@y.org, https://..., x.com
+    text = _LINKABLE.sub(lambda m: "\\" + m.group(0), text)
     # a list marker where the text starts a line ("- x", "1. x")
     return re.sub(r"^(?:[-+](?=\s|$)|\d+(?=[.)](?:\s|$)))", lambda m: "\\" + m.group(0)
                   if not m.group(0)[0].isdigit() else m.group(0) + "\\", text)
