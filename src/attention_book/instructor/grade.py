@@ -47,15 +47,16 @@ from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from .course import Course
-from .feedback import exercise_reports, feedback_markdown, written_answers, written_markdown
+from .feedback import complete_self_checks, exercise_reports, feedback_markdown, written_answers, written_markdown
 from .gradebook import MANUAL_FILE, ManualPoints, canvas_csv, gradebook_csv, manual_template, read_manual_points
 from .hidden import HiddenTest, load_hidden_tests
 from .markup import Chapter, Exercise, cell_text
 from .planning import Plan, PlanRefused, plan_submission
 from .reference_cache import cache_key, load_reference_cache, save_reference_cache
 from .references import ReferenceCache, compute_references, run_tests
-from .report import CSV_COLUMNS, atomic_write, plain_title, read_grades, write_if_changed, write_outputs
-from .runner import COULD_NOT_RUN, HIDDEN_OUTPUTS_NOTE, RunOptions, run_notebook
+from .report import (CSV_COLUMNS, atomic_write, executed_notebook, plain_title, read_grades, write_if_changed,
+                     write_outputs)
+from .runner import COULD_NOT_RUN, RunOptions, run_notebook
 from .sandbox import IsolationError, Limits, check_isolation, memory_isolation_warning
 from .scoring import score_exercise
 from .submissions import (Submission, display_name, file_name_part, list_submissions, matches_student, pick_chapter,
@@ -109,6 +110,7 @@ class GradeOptions:
     manual: Optional[Path] = None  # manual points of the written exercises (default: OUT/manual-points.csv)
     reuse_references: bool = True  # keep the reference values in OUT/.cache between runs
     keep_all_outputs: bool = False  # executed copies keep outputs of cells run after the hidden tests began
+    self_check_rerun: bool = True  # a second run without hidden tests for self-checks the graded run hid
     worker_memory_mb: int = 3072  # address space of the process reading one submission's replies
     isolate_workers: bool = True  # read each submission in a worker process (killed at its deadline)
 
@@ -219,39 +221,13 @@ def grade_submission(sub: Submission, course: Course, chapter: Chapter, release_
     for label in labels:
         if label not in record["results"]:
             record["reasons"][label] = f"not evaluated: {result.stop}" if result.stop else "not evaluated"
-    record["self_check"] = self_check_outputs(plan.cells)
+    # every self-check's output for the feedback; a second run without hidden tests where needed
+    complete_self_checks(record, plan.cells, result, tests, course.points_for, options, course.root)
     _redact(record, {"course": course.root, "home": Path.home(), "tmp": tempfile.gettempdir(),
                      "grades": executed.parent if executed is not None else None})
-    if executed is not None:
-        import nbformat
-
-        nb = nbformat.v4.new_notebook()
-        nb.cells = plan.cells
-        atomic_write(executed / file_name_part(sub.name), nbformat.writes(nbformat.from_dict(nb)))
+    if executed is not None:  # outputs kept as text and images only (report.executed_notebook)
+        atomic_write(executed / file_name_part(sub.name), executed_notebook(plan.cells))
     return record
-
-
-def self_check_outputs(cells: List[dict], limit: int = 4000) -> Dict[str, str]:
-    """What each exercise's self-check cell printed (text only, capped): the student's feedback
-    shows the diagnosis in the self-check's own words. Nothing here decides a point."""
-    found: Dict[str, str] = {}
-    for cell in cells:
-        info = (cell.get("metadata") or {}).get("attention_book_grader") or {}
-        if info.get("role") != "check" or not info.get("exercise"):
-            continue
-        texts = []
-        for output in cell.get("outputs", []):
-            if output.get("text") == HIDDEN_OUTPUTS_NOTE:  # ran after the hidden tests began: not kept
-                continue
-            if output.get("output_type") == "stream":
-                texts.append(cell_text({"source": output.get("text", "")}))
-            elif output.get("output_type") in ("execute_result", "display_data"):
-                texts.append(cell_text({"source": (output.get("data") or {}).get("text/plain", "")}))
-            elif output.get("output_type") == "error":
-                texts.append(f"{output.get('ename', 'Error')}: {output.get('evalue', '')}")
-        text = "\n".join(t.rstrip("\n") for t in texts if t.strip())
-        found[info["exercise"]] = (found.get(info["exercise"], "") + "\n" + text).strip("\n")[:limit]
-    return found
 
 
 def _redact(value, paths):
@@ -409,7 +385,8 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
                              unsafe=options.unsafe, limits=options.limits,
                              hidden_paths=[folder, out, course.hidden_dir.resolve(),
                                            course.points_file.resolve().parent],
-                             keep_all_outputs=options.keep_all_outputs, worker_memory_mb=options.worker_memory_mb)
+                             keep_all_outputs=options.keep_all_outputs, worker_memory_mb=options.worker_memory_mb,
+                             self_check_rerun=options.self_check_rerun)
     tests = hidden_tests_of(course, chapter)
     exercises = [ex for ex in chapter.exercises if ex.kind == "code" and course.points_for(ex.label) > 0]
     labels = [ex.label for ex in exercises if tests.get(ex.label)]
@@ -607,14 +584,13 @@ def _write_class_files(report: GradeReport, course: Course, chapter: Chapter, su
         notes += [f for f in record.get("flags") or []]
         if record.get("stop") and not record.get("error"):
             notes.append(f"the run stopped early: {record['stop']}")
-        stem = sub.name[:-6] if sub.name.endswith(".ipynb") else sub.name
-        write_if_changed(feedback_dir / file_name_part(stem, ".md"),
+        write_if_changed(feedback_dir / file_name_part(sub.stem, ".md"),
                          feedback_markdown(sub.student, title, reports, notes))
     report.feedback_dir = feedback_dir
     report.gradebook_path = out / "gradebook.csv"
     write_if_changed(report.gradebook_path, gradebook_csv(entries, columns))
     report.canvas_path = out / "gradebook-canvas.csv"
-    write_if_changed(report.canvas_path, canvas_csv(entries, columns, f"{title} (autograded)"))
+    write_if_changed(report.canvas_path, canvas_csv(entries, columns, title))  # the total, written points too
     if written:
         written_dir = _mkdir(out / "written")
         prompts = _exercise_prompts(release_nb)

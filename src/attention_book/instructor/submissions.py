@@ -54,9 +54,14 @@ class Submission:
     error: str = ""
 
     @property
+    def stem(self) -> str:
+        """The exact file name without ``.ipynb``: what the student's own files are named after."""
+        return self.name[:-6] if self.name.endswith(".ipynb") else self.name
+
+    @property
     def student(self) -> str:
         """The student as shown everywhere: the file name without ``.ipynb``, escaped."""
-        return display_name(self.name[:-6] if self.name.endswith(".ipynb") else self.name)
+        return display_name(self.stem)
 
 
 def display_name(name: str) -> str:

@@ -42,8 +42,10 @@ _LENGTH = struct.Struct("<Q")
 
 
 def hard_deadline(options: RunOptions) -> float:
-    """Seconds after which a submission's worker (and sandbox) is killed, whatever it does."""
-    return START_SECONDS + options.timeout + options.tests_timeout + GRACE_SECONDS
+    """Seconds after which a submission's worker (and sandbox) is killed, whatever it does (the
+    second run for the self-checks' outputs, feedback.complete_self_checks, included)."""
+    rerun = START_SECONDS + options.timeout if options.self_check_rerun else 0.0
+    return START_SECONDS + options.timeout + options.tests_timeout + GRACE_SECONDS + rerun
 
 
 # ------------------------------------------------------------------------------------------------
