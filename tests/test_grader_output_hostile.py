@@ -44,9 +44,9 @@ from attention_book.instructor.feedback import ExerciseReport, feedback_markdown
 from attention_book.instructor.gradebook import (ManualPointsError, canvas_csv, gradebook_csv, manual_template,
                                                  read_manual_points)
 from attention_book.instructor.release import build_release, release_notebook
-from attention_book.instructor.report import (FILE_NAME_BYTES, atomic_write, csv_cell, csv_value, executed_notebook,
-                                              md_cell, name_of_file, printable, shown_name, student_file_name)
-from attention_book.instructor.submissions import pick_chapter
+from attention_book.instructor.report import (atomic_write, csv_cell, csv_value, executed_notebook, md_cell,
+                                              printable, shown_name)
+from attention_book.instructor.submissions import NAME_BYTES, file_name_part, name_of_file_part, pick_chapter
 from helpers import needs_isolation
 from hostile import output as attacks
 from hostile.harness import grade_in_process
@@ -113,8 +113,8 @@ def test_canvas_has_one_points_possible_row_and_a_chapter_column(graded):
 def test_feedback_files_have_readable_names(graded):
     _assert(attacks.check_feedback_names(graded["out"]))
     for path in (graded["out"] / "feedback").iterdir():
-        assert len(path.name.encode("utf-8")) <= FILE_NAME_BYTES
-        assert name_of_file(path.name) in graded["students"], path.name
+        assert len(path.name.encode("utf-8")) <= NAME_BYTES
+        assert name_of_file_part(path.name, ".md") in graded["students"], path.name
 
 
 @pytest.mark.slow
@@ -201,12 +201,14 @@ def test_no_hidden_input_reaches_a_page_a_record_or_a_copy(graded):
 
 @pytest.mark.slow
 def test_no_hidden_input_crosses_to_the_second_run_through_the_keyrings(graded):
-    """The second run is safe only while no state outlives a sandbox: the kernel keyrings did
-    (issue 29 item 1, the grader-sandbox engineer's seccomp filter and fresh session keyring)."""
+    """The second run is safe only while no state outlives a sandbox: the kernel keyrings did,
+    until the sandbox's system-call filter refused ``keyctl`` and ``add_key`` and gave each
+    sandbox a fresh session keyring (issue 29 item 1): both runs are sandboxed alike."""
     passed, detail, state = attacks.check_no_keyring_leak(graded["out"])
-    if not passed and state == "open":
-        pytest.xfail(f"{detail}: needs issue 29 item 1 (keyctl and add_key refused in the sandbox)")
-    assert passed, detail
+    assert state == "blocked", f"the notebook reached the keyrings ({state}): {detail}"
+    assert passed and detail.endswith("keyrings in the second run: blocked"), detail
+    record = json.loads((graded["out"] / "records" / "keyring-3.2.ipynb.json").read_text())
+    assert record["self_check_rerun"] == ["ex-03-scaled-weights"]  # the second run did run, sandboxed
 
 
 @pytest.fixture(scope="module")
@@ -303,20 +305,23 @@ def test_canvas_file_has_one_points_possible_row_whatever_the_names():
 
 @given(st.text(max_size=200))
 def test_student_file_names_are_readable_reversible_and_short(name):
-    file = student_file_name(name)
-    assert len(file.encode("utf-8")) <= FILE_NAME_BYTES and file.endswith(".md")
-    assert "/" not in file and "\x00" not in file and not file.startswith((".", "-"))
-    back = name_of_file(file)
-    assert back == name or (back is None and "%~" in file)
+    for suffix in (".md", ".json", ""):
+        file = file_name_part(name, suffix)
+        assert len(file.encode("utf-8")) <= NAME_BYTES and file.endswith(suffix)
+        assert "/" not in file and "\x00" not in file and not file.startswith((".", "-"))
+        assert not file.endswith((".", " "))
+        back = name_of_file_part(file, suffix)
+        assert back == name or (back is None and "%~" in file)
 
 
 def test_ordinary_names_stay_readable_and_long_ones_distinct():
-    assert student_file_name("erin@uni.example") == "erin@uni.example.md"
-    assert student_file_name("Иванова Александра") == "Иванова Александра.md"
-    assert student_file_name("a/b%c") == "a%2Fb%25c.md" and student_file_name(".x") == "%2Ex.md"
-    long = "Глава 3 Softmax и масштабирование - Иванова Александра Сергеевна"
-    first, second = student_file_name(long + " 1"), student_file_name(long + " 2")
-    assert first != second and first.startswith("Глава 3 Softmax")
+    assert file_name_part("erin@uni.example", ".md") == "erin@uni.example.md"
+    assert file_name_part("Иванова Александра", ".md") == "Иванова Александра.md"
+    assert file_name_part("a/b%c", ".md") == "a%2Fb%25c.md" and file_name_part(".x", ".md") == "%2Ex.md"
+    assert file_name_part("-nan", ".md") == "%2Dnan.md" and file_name_part("alice ", ".md") == "alice .md"
+    long = "Глава 3 Softmax и масштабирование - Иванова Александра Сергеевна" * 2
+    first, second = file_name_part(long + " 1", ".md"), file_name_part(long + " 2", ".md")
+    assert first != second and first.startswith("Глава 3 Softmax") and "%~" in first
 
 
 WRITTEN_TEXT = st.lists(st.sampled_from(
@@ -433,7 +438,7 @@ def test_a_second_run_only_for_lost_points_of_a_run_that_behaved(monkeypatch, fl
     calls = []
     monkeypatch.setattr(feedback, "rerun_self_checks",
                         lambda cells, labels, options, root: (calls.append(list(labels)) or
-                                                              ({label: f"again {label}" for label in labels}, "")))
+                                                              ({label: f"again {label}" for label in labels}, "", False)))
     record = {"results": {}, "reasons": {}, "notes": {}, "zero": {}}
     points = {"ex-1": 1.0, "ex-2": 1.0, "ex-3": 1.0}
     tests = {label: [SimpleNamespace(name="t", guard=False, weight=1.0)] for label in points}
@@ -454,3 +459,45 @@ def test_a_second_run_only_for_lost_points_of_a_run_that_behaved(monkeypatch, fl
         assert sections[1] == [feedback.SELF_CHECK_RERUN, "again ex-2"]
     else:
         assert "did not show it" in sections[1][0] and ("stopped early" if stop else "flagged") in sections[1][0]
+
+
+def test_the_second_run_is_sandboxed_as_the_graded_run(monkeypatch):
+    """The self-checks' second run gets the graded run's options (isolation, system-call filter,
+    limits, hidden folders), no hidden test, and a time limit that cuts it is recorded (a longer
+    limit grades the notebook again); with the second run off, the record says who needed it."""
+    import dataclasses
+
+    from attention_book.instructor import feedback, runner
+    from attention_book.instructor.runner import RunOptions, RunResult
+    from attention_book.instructor.sandbox import Limits
+
+    seen = []
+
+    def fake_run(cells, points, on_point, options, root):
+        seen.append((points, options))
+        return RunResult(stop="the notebook ran past its time limit (5 s)", timed_out=True)
+
+    monkeypatch.setattr(runner, "run_notebook", fake_run)
+    options = RunOptions(timeout=5, limits=Limits(memory_mb=1234), hidden_paths=[Path("/secret")], slot="job1")
+    cells = [_check_cell("ex-1", "PASS"), _check_cell("ex-2", "FAIL")]
+    tests = {label: [SimpleNamespace(name="t", guard=False, weight=1.0)] for label in ("ex-1", "ex-2")}
+    record = {"results": {"ex-1": [{"name": "t", "passed": True}], "ex-2": [{"name": "t", "passed": False}]}}
+    feedback.complete_self_checks(record, cells, RunResult(first_call_cell=0), tests, {"ex-1": 1, "ex-2": 1}.get,
+                                  options, ROOT)
+    (points, used), = seen
+    assert points == {} and not used.unsafe  # no hidden test; the sandbox, never --unsafe's bare kernel
+    assert dataclasses.replace(used, slot="job1") == options and used.slot == "job1-checks"
+    assert record["self_check_rerun_timed_out"] is True and record["self_check_rerun_off"] == []
+    off = {"results": dict(record["results"])}
+    feedback.complete_self_checks(off, cells, RunResult(first_call_cell=0), tests, {"ex-1": 1, "ex-2": 1}.get,
+                                  dataclasses.replace(options, self_check_rerun=False), ROOT)
+    assert len(seen) == 1 and off["self_check_rerun_off"] == ["ex-2"] and not off["self_check_rerun_timed_out"]
+
+
+def test_grader_paths_are_redacted_as_whole_paths_only():
+    from attention_book.instructor.submissions import redact_paths
+
+    paths = {"tmp": "/tmp", "home": "/root", "course": "/srv/course"}
+    assert redact_paths("/var/tmp/x and /tmpfs and /srv/courses", paths) == "/var/tmp/x and /tmpfs and /srv/courses"
+    assert redact_paths("'/tmp/x', (/root), in /tmp. /srv/course/a.py", paths) == (
+        "'<tmp>/x', (<home>), in <tmp>. <course>/a.py")

@@ -140,7 +140,8 @@ def _key_read(ring):
     size = _libc.syscall(250, 11, _ct.c_long(key), buffer, 4096)  # KEYCTL_READ
     return buffer.raw[:size].decode("utf-8", "replace") if size > 0 else None
 _probe = _libc.syscall(248, b"user", b"ab-grader-output-probe", b"x", 1, _ct.c_int(-4))
-print("KEYRING", "open" if _probe > 0 else "blocked")
+_keyrings = "open" if _probe > 0 else "blocked"
+print("KEYRING", _keyrings)
 if _probe > 0:
     _libc.syscall(250, 21, _ct.c_long(_probe))  # KEYCTL_INVALIDATE
 def _in_grader_call():
@@ -156,7 +157,7 @@ def _spy(function):
             for ring in (-3, -4):  # the session and the user keyring
                 _key_add(repr(args)[:300], ring)
         found = [text for text in (_key_read(-3), _key_read(-4)) if text]
-        print(f"LEAK-KEYRING {found[:1]}")
+        print(f"LEAK-KEYRING {found[:1]} (keyrings {_keyrings})")  # the second run's state too
         return function(*args, **kwargs)
     return wrapper
 '''
@@ -285,9 +286,9 @@ def feedback_file(out: Path, student: str) -> Path:
     from urllib.parse import quote
 
     try:
-        from attention_book.instructor.report import student_file_name
-        readable = out / "feedback" / student_file_name(student, ".md")
-    except ImportError:  # an earlier grader
+        from attention_book.instructor.submissions import file_name_part
+        readable = out / "feedback" / file_name_part(student, ".md")
+    except TypeError:  # an earlier grader: file_name_part(name) percent-escaped every byte
         readable = out / "feedback" / "-"
     return readable if readable.exists() else out / "feedback" / (quote(student.encode("utf-8"), safe="-_.") + ".md")
 
@@ -443,9 +444,16 @@ def check_no_crash_written(out: Path, result: dict) -> Tuple[bool, str]:
 
 
 def executed_file(out: Path, student: str) -> Path:
+    """The executed copy of ``student``'s notebook (today's naming, else eed01ee's percent-escaping)."""
     from urllib.parse import quote
 
-    return out / "executed" / quote((student + ".ipynb").encode("utf-8"), safe="-_.")
+    from attention_book.instructor.submissions import file_name_part
+
+    try:
+        readable = out / "executed" / file_name_part(student + ".ipynb", "")
+    except TypeError:  # an earlier grader
+        readable = out / "executed" / "-"
+    return readable if readable.exists() else out / "executed" / quote((student + ".ipynb").encode("utf-8"), safe="-_.")
 
 
 ACTIVE_MARKERS = ("PWNED",)
@@ -522,13 +530,17 @@ def check_spy_self_check_shown(out: Path, student: str = "spy-3.2") -> Tuple[boo
 
 def check_no_keyring_leak(out: Path, student: str = "keyring-3.2") -> Tuple[bool, str, str]:
     """No hidden input crossed to the second run through the keyrings: ``(passed, detail, state)``
-    with ``state`` what the notebook saw of the keyrings ("open", "blocked" or "?")."""
+    with ``state`` what the notebook saw of the keyrings in the graded run ("open", "blocked" or
+    "?"); the detail says what the second run saw (its 3.2 self-check prints it)."""
     copy_text = executed_file(out, student).read_text(encoding="utf-8") if executed_file(out, student).is_file() else ""
     state = "open" if "KEYRING open" in copy_text else "blocked" if "KEYRING blocked" in copy_text else "?"
     page = feedback_file(out, student)
     text = page.read_text(encoding="utf-8") if page.is_file() else ""
     leaked = bool(KEYRING_LEAKED.search(text))
-    shown = "LEAK-KEYRING" in text.split("## Exercise 3.2", 1)[-1].split("## Exercise 3.3", 1)[0]
+    section = text.split("## Exercise 3.2", 1)[-1].split("## Exercise 3.3", 1)[0]
+    shown = "LEAK-KEYRING" in section
+    second = "blocked" if "(keyrings blocked)" in section else "open" if "(keyrings open)" in section else "?"
     detail = ("hidden inputs crossed to the second run through the keyrings" if leaked else
               "no hidden input crossed" + ("" if shown else " (3.2's self-check was not shown)"))
+    detail += f"; keyrings in the second run: {second}"
     return not leaked and shown, f"keyrings {state}: {detail}", state

@@ -17,8 +17,10 @@ A record ``records/<file name>.json`` per submission (written atomically) lets a
 continue: a rerun skips files whose record names the same file, hash, chapter and grader version.
 Points are applied when the files are written, never stored in a record: a change of
 ``points.toml`` recomputes the totals without running any notebook. A record whose run was cut by
-a time limit is graded again when that limit grows (``--timeout``, ``--tests-timeout``,
-``--check-timeout``). When the grader itself fails on a notebook (its sandbox does not start, its
+a time limit (its graded run, or the second run that shows its self-checks,
+:func:`.feedback.complete_self_checks`) is graded again when that limit grows (``--timeout``,
+``--tests-timeout``, ``--check-timeout``); one graded while that second run was turned off
+(``self_check_rerun=False``) and that needed it is graded again when it is turned on. When the grader itself fails on a notebook (its sandbox does not start, its
 worker crashes: not the student's doing) the notebook gets no points at all: it is left out of
 ``grades.csv`` and the gradebooks, listed in ``summary.md`` and :attr:`GradeReport.grader_errors`
 (``attention-book grade`` exits with status 4), and graded again by the next run.
@@ -60,12 +62,12 @@ from .runner import COULD_NOT_RUN, RunOptions, run_notebook
 from .sandbox import IsolationError, Limits, check_isolation, memory_isolation_warning
 from .scoring import score_exercise
 from .submissions import (Submission, display_name, file_name_part, list_submissions, matches_student, pick_chapter,
-                          read_notebook, recognise_chapter, record_name, redact_paths)
+                          read_notebook, recognise_chapter, redact_paths)
 
 __all__ = ["GradeOptions", "GradeReport", "grade_folder", "score_exercise", "read_grades", "CSV_COLUMNS",
            "hidden_tests_of", "run_tests", "ReferenceCache", "default_out", "MARKER"]
 
-RECORD_VERSION = 5  # 5: the limits a record ran under, grader errors apart, names of any length
+RECORD_VERSION = 6  # 6: the self-checks' second run (what it showed, whether it was off or cut by a limit)
 #: the file that names the chapter an output folder holds (grading another chapter there is refused)
 MARKER = ".attention-book-grades.json"
 
@@ -226,7 +228,7 @@ def grade_submission(sub: Submission, course: Course, chapter: Chapter, release_
     _redact(record, {"course": course.root, "home": Path.home(), "tmp": tempfile.gettempdir(),
                      "grades": executed.parent if executed is not None else None})
     if executed is not None:  # outputs kept as text and images only (report.executed_notebook)
-        atomic_write(executed / file_name_part(sub.name), executed_notebook(plan.cells))
+        atomic_write(executed / sub.executed_file, executed_notebook(plan.cells))
     return record
 
 
@@ -424,7 +426,7 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
         isolation_checked.append(True)
 
     def existing(sub: Submission) -> Optional[dict]:
-        path = records_dir / record_name(sub.name)
+        path = records_dir / sub.record_file
         if (options.force and (only is None or sub is only)) or not path.is_file() or path.is_symlink():
             return None
         try:
@@ -435,7 +437,9 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
                 or record.get("grader") != grader_key
                 or any(record.get(key) != value for key, value in _record_head(sub, chapter).items())):
             return None
-        if record.get("timed_out"):  # cut by a limit: graded again when a limit grows
+        if record.get("self_check_rerun_off") and run_options.self_check_rerun:
+            return None  # graded without the second run some self-checks needed: now it is wanted
+        if record.get("timed_out") or record.get("self_check_rerun_timed_out"):  # graded again when a limit grows
             ran = record.get("limits") if isinstance(record.get("limits"), dict) else {}
             if any(not isinstance(ran.get(key), (int, float)) or value > ran[key]
                    for key, value in _limits(run_options).items()):
@@ -514,7 +518,7 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
         record["student"] = sub.student
         record["grader"] = grader_key
         with lock:
-            atomic_write(records_dir / record_name(sub.name), json.dumps(record, indent=1, sort_keys=True) + "\n")
+            atomic_write(records_dir / sub.record_file, json.dumps(record, indent=1, sort_keys=True) + "\n")
             report.graded.append(sub.name)
             records[sub.name] = record
             write_all()
@@ -584,7 +588,7 @@ def _write_class_files(report: GradeReport, course: Course, chapter: Chapter, su
         notes += [f for f in record.get("flags") or []]
         if record.get("stop") and not record.get("error"):
             notes.append(f"the run stopped early: {record['stop']}")
-        write_if_changed(feedback_dir / file_name_part(sub.stem, ".md"),
+        write_if_changed(feedback_dir / sub.feedback_file,
                          feedback_markdown(sub.student, title, reports, notes))
     report.feedback_dir = feedback_dir
     report.gradebook_path = out / "gradebook.csv"
@@ -601,7 +605,7 @@ def _write_class_files(report: GradeReport, course: Course, chapter: Chapter, su
                 items.append({"student": sub.student, "answer": (record.get("written") or {}).get(ex.label, ""),
                               "points": manual.get(sub.student, ex.label),
                               "comment": manual.comments.get((sub.student, ex.label), "")})
-            write_if_changed(written_dir / f"{ex.label}.md",
+            write_if_changed(written_dir / file_name_part(ex.label, ".md"),
                              written_markdown(ex, prompts.get(ex.label, ""), items, course.points_for,
                                               manual_path.name))
         report.written_dir = written_dir

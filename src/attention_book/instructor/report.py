@@ -11,9 +11,8 @@ helpers every output of the grader shares (CSV cells, Markdown cells, file names
 * **Markdown cells** (:func:`md_cell`): ``|``, backticks, brackets, ``<`` and the other
   characters that start Markdown syntax are escaped, and so are the dots, ``@`` and ``://`` a
   renderer's autolinker would turn into a link: a name or message shows as text and nothing else.
-* **File names** (:func:`student_file_name`): a student's name as a readable file name
-  (``erin@uni.example.md``, ``Иванова.md``), reversible (:func:`name_of_file`) and within file
-  system limits.
+* **File names** are not made here: every name the grader writes for a student comes from
+  :func:`.submissions.file_name_part` (readable, reversible, within file-system limits).
 * **Executed copies** (:func:`executed_notebook`): student outputs kept as text and images only.
 
 Every file is written atomically with mode 0644 (readable by the instructor's group; the
@@ -32,12 +31,11 @@ import re
 import tempfile
 from collections import defaultdict
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 __all__ = ["CSV_COLUMNS", "csv_cell", "csv_value", "md_cell", "md_name", "shown_name", "printable", "scrub",
            "atomic_write", "write_if_changed", "write_outputs", "read_grades", "plain_title", "plural",
-           "student_file_name", "name_of_file", "executed_notebook", "inert_outputs", "FILE_NAME_BYTES",
-           "KEPT_MIME_TYPES"]
+           "executed_notebook", "inert_outputs", "KEPT_MIME_TYPES"]
 
 CSV_COLUMNS = ["student", "exercise", "number", "points", "max", "message", "flags"]
 
@@ -119,71 +117,6 @@ def _md_escape(text: str) -> str:
     # a list marker where the text starts a line ("- x", "1. x")
     return re.sub(r"^(?:[-+](?=\s|$)|\d+(?=[.)](?:\s|$)))", lambda m: "\\" + m.group(0)
                   if not m.group(0)[0].isdigit() else m.group(0) + "\\", text)
-
-
-# ------------------------------------------------------------------------------------------------
-# File names
-# ------------------------------------------------------------------------------------------------
-
-#: a file name's bytes at most, suffix included (ext4, XFS and Btrfs allow 255, eCryptfs about
-#: 143; zip archives and Windows count 255 UTF-16 units, never more than the UTF-8 bytes)
-FILE_NAME_BYTES = 140
-_NAME_RESERVED = set('%/\\<>:"|?*')  # % is the escape; the rest is refused by Windows or POSIX
-_CUT = "%~"  # marks a name cut to fit (never produced by percent-escaping)
-_EMPTY = "%"  # the empty name (a lone % is never produced by percent-escaping either)
-
-
-def _escape_char(ch: str) -> str:
-    return "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
-
-
-def student_file_name(name: str, suffix: str = ".md") -> str:
-    """A readable file name for ``name`` (a student as the grader shows it): ``erin@uni.example``
-    gives ``erin@uni.example.md``, ``Иванова А`` gives ``Иванова А.md``.
-
-    Letters, digits, spaces and punctuation of every script stay; ``%`` (the escape), ``/``,
-    ``\\``, the characters Windows refuses (``<>:"|?*``), control and format characters, a leading
-    ``.`` (a hidden file) or ``-`` (an option to ``pandoc *.md``) and, without a suffix, a trailing
-    ``.`` or space become ``%XX`` (their UTF-8 bytes), so
-    :func:`name_of_file` gives the name back. A name longer than :data:`FILE_NAME_BYTES` bytes is
-    cut at a character and ends in ``%~`` and 12 hex digits of its SHA-256 (distinct names stay
-    distinct; the feedback page itself starts with the full name)."""
-    import hashlib
-    import unicodedata
-
-    if not name:
-        return _EMPTY + suffix
-    out = []
-    last = len(name) - 1
-    for index, ch in enumerate(name):
-        escape = (ch in _NAME_RESERVED or unicodedata.category(ch) in _ESCAPED
-                  or (index == 0 and ch in ".-") or (index == last and ch in ". " and not suffix))
-        out.append(_escape_char(ch) if escape else ch)
-    budget = FILE_NAME_BYTES - len(suffix.encode("utf-8"))
-    if sum(len(part.encode("utf-8")) for part in out) <= budget:
-        return "".join(out) + suffix
-    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    room = budget - len(_CUT) - len(digest)
-    kept, used = [], 0
-    for part in out:
-        size = len(part.encode("utf-8"))
-        if used + size > room:
-            break
-        kept.append(part)
-        used += size
-    return "".join(kept) + _CUT + digest + suffix
-
-
-def name_of_file(file_name: str, suffix: str = ".md") -> Optional[str]:
-    """The name :func:`student_file_name` made ``file_name`` of; ``None`` for a cut name."""
-    from urllib.parse import unquote_to_bytes
-
-    stem = file_name[: -len(suffix)] if suffix and file_name.endswith(suffix) else file_name
-    if _CUT in stem:
-        return None
-    if stem == _EMPTY:
-        return ""
-    return unquote_to_bytes(stem).decode("utf-8", "surrogatepass")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -280,7 +213,8 @@ def plural(n: int, noun: str, nouns: str = "") -> str:
 
 def atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    # a short temporary name: the final one may take all of NAME_BYTES (eCryptfs allows 143 bytes)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:24]}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(scrub(text))
