@@ -308,10 +308,14 @@ def dropped_self_checks(cells: List[dict], first_call_cell: Optional[int]) -> Li
                               if index > first_call_cell and _check_label(cell) and cell.get("outputs")))
 
 
-def rerun_self_checks(cells: List[dict], labels: Sequence[str], options, course_root) -> Tuple[Dict[str, str], str]:
+def rerun_self_checks(cells: List[dict], labels: Sequence[str], options,
+                      course_root) -> Tuple[Dict[str, str], str, bool]:
     """Run ``cells`` again in a fresh sandbox, up to the last self-check cell of ``labels``, with
     **no hidden test** (no call ever reaches that kernel, so nothing it prints can hold a test's
-    input). Returns what those self-checks printed and why the run stopped early ("" if it did not)."""
+    input). The sandbox is the graded run's (``options`` as they are: the same isolation,
+    system-call filter, fresh keyring and limits; only its cgroup's name differs). Returns what
+    those self-checks printed, why the run stopped early ("" if it did not) and whether a time
+    limit stopped it (a longer limit may show more: the record is graded again)."""
     import copy
     import dataclasses
 
@@ -320,7 +324,7 @@ def rerun_self_checks(cells: List[dict], labels: Sequence[str], options, course_
     wanted = set(labels)
     ends = [i for i, cell in enumerate(cells) if _check_label(cell) in wanted]
     if not ends:
-        return {}, ""
+        return {}, "", False
     fresh = []
     for cell in cells[: ends[-1] + 1]:
         again = {key: copy.deepcopy(value) for key, value in cell.items() if key != "outputs"}
@@ -329,18 +333,24 @@ def rerun_self_checks(cells: List[dict], labels: Sequence[str], options, course_
     result = run_notebook(fresh, {}, lambda point_labels, session: None,
                           dataclasses.replace(options, slot=f"{options.slot}-checks"), course_root)
     found = self_check_outputs(fresh)
-    return {label: found.get(label, "") for label in labels}, result.stop or ""
+    return {label: found.get(label, "") for label in labels}, result.stop or "", result.timed_out
 
 
 def complete_self_checks(record: dict, cells: List[dict], run, tests, points_for, options, course_root) -> None:
     """Fill ``record`` so that every exercise's self-check output reaches the feedback, or the
     feedback says why not (module docstring): ``self_check``, ``self_check_dropped`` (self-checks
     that ran after the hidden tests began, ``run.first_call_cell``), ``self_check_rerun`` (outputs
-    from the run without tests) and ``self_check_rerun_stop``. ``run`` is the graded run's
+    from the run without tests), ``self_check_rerun_stop``, ``self_check_rerun_off`` (the
+    exercises that needed the second run while ``options.self_check_rerun`` was off) and
+    ``self_check_rerun_timed_out`` (a time limit cut it): the last two tell a later run with other
+    options to grade the notebook again (:func:`.grade.grade_folder`). ``run`` is the graded run's
     :class:`~.runner.RunResult`: a run that stopped early or misbehaved (flooded its outputs, sent
     refused replies, hit the memory limit, left processes) is not made a second time."""
+    from .runner import COULD_NOT_RUN
     from .scoring import score_exercise
 
+    record["self_check_rerun_off"] = []  # self-checks a second run would show, had it not been turned off
+    record["self_check_rerun_timed_out"] = False  # the second run was cut by a time limit
     first_call_cell = run.first_call_cell
     record.setdefault("self_check", {}).update(self_check_outputs(cells, before=first_call_cell))
     dropped = dropped_self_checks(cells, first_call_cell)
@@ -355,9 +365,6 @@ def complete_self_checks(record: dict, cells: List[dict], run, tests, points_for
             lost.append(label)
     if not lost:
         return
-    if not getattr(options, "self_check_rerun", True):
-        record["self_check_rerun_stop"] = "the instructor turned that second run off"
-        return
     # a flood, refused replies, the memory limit, processes left behind: no second helping (an
     # answer that changed its inputs in place is an honest mistake, and its hints help most)
     misbehaved = [flag for flag in run.flags if "in place" not in flag] or run.escaped
@@ -365,7 +372,14 @@ def complete_self_checks(record: dict, cells: List[dict], run, tests, points_for
         record["self_check_rerun_stop"] = "it was not made, since the graded run " + (
             "stopped early" if run.stop else "was flagged (see above)")
         return
-    texts, stop = rerun_self_checks(cells, lost, options, course_root)
+    if not getattr(options, "self_check_rerun", True):
+        record["self_check_rerun_stop"] = "the instructor turned that second run off"
+        record["self_check_rerun_off"] = lost  # graded again by a run that turns it on
+        return
+    texts, stop, timed_out = rerun_self_checks(cells, lost, options, course_root)
+    record["self_check_rerun_timed_out"] = timed_out
+    if stop.startswith(COULD_NOT_RUN):  # the grader's failure, not the notebook's: the next run tries again
+        record["retry"] = True
     record["self_check"].update({label: text for label, text in texts.items() if text.strip()})
     record["self_check_rerun"] = [label for label in lost if texts.get(label, "").strip()]
     if stop:

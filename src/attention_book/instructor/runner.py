@@ -29,7 +29,6 @@ import fcntl
 import json
 import os
 import secrets
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
