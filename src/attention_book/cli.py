@@ -38,11 +38,20 @@ def _course(args):
 def points_table(course, hidden=None) -> str:
     """The Markdown table of exercises and points shown on the "For instructors" page."""
     from .instructor.course import collect_hidden_tests
+    from .instructor.exercise_info import course_infos
 
     hidden = collect_hidden_tests(course.hidden_dir) if hidden is None else hidden
-    lines = ["| exercise | title | kind | points | graded by |", "|---|---|---|---:|---|"]
+    infos = course_infos(course)
+    lines = ["| exercise | title | kind | difficulty | min | practises | points | graded by |",
+             "|---|---|---|---|---:|---|---:|---|"]
     for chapter in course.chapters:
         for ex in chapter.exercises:
+            info = infos.get(ex.label)
+            if isinstance(info, str) or info is None:
+                level, minutes, practises = "missing", "", ""
+            else:
+                level, minutes = f"{info.stars} {info.level}", str(info.minutes)
+                practises = info.practises.replace("|", "\\|")
             count = len(hidden.get(ex.label, []))
             graded = f"{count} hidden tests" if count else "no hidden test (0 points)"
             if ex.check_cells:
@@ -54,7 +63,11 @@ def points_table(course, hidden=None) -> str:
                 graded = "not graded (0 points)"
             shown = f"{points:g}" if points is not None else "missing"
             title = ex.title.replace("|", "\\|")
-            lines.append(f"| {ex.display()} (`{ex.label}`) | {title} | {ex.kind} | {shown} | {graded} |")
+            lines.append(f"| {ex.display()} (`{ex.label}`) | {title} | {ex.kind} | {level} | {minutes} | "
+                         f"{practises} | {shown} | {graded} |")
+    total = sum(info.minutes for info in infos.values() if not isinstance(info, str))
+    lines += ["", f"About {total // 60} hours {total % 60} minutes for every exercise of the course "
+              "(the minutes are a first attempt's, for a reader who has worked through the chapter)."]
     return "\n".join(lines)
 
 
@@ -159,6 +172,9 @@ def cmd_exercises(args) -> int:
     table = points_table(course, hidden)
     print(table)
     problems = course.problems(hidden)
+    from .instructor.exercise_info import course_infos
+
+    problems += [info for info in course_infos(course).values() if isinstance(info, str)]
     page = course.root / "book" / "for_instructors.md"
     if args.write_table:
         update_page(page, table, write=True)
