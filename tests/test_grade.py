@@ -352,6 +352,21 @@ def test_instructor_page_points_table_is_in_sync():
         "`.venv/bin/attention-book exercises --write-table`")
 
 
+TOY_INFO = {"ex-99-double": "Difficulty ★☆☆ · 5 min · practises: returning a value",
+            "ex-99-square": "Difficulty ★★☆ · 10 min · practises: multiplying | squaring",
+            "ex-99-why": "Difficulty ★☆☆ · 5 min · practises: explaining a choice"}
+
+
+def add_info_lines(notebook: Path) -> None:
+    """Give each exercise of the toy chapter its first body line (difficulty, minutes, practises)."""
+    nb = nbformat.read(str(notebook), as_version=4)
+    for cell in nb.cells:
+        for label, info in TOY_INFO.items():
+            if cell.source.startswith("```{exercise}") and f":label: {label}\n" in cell.source:
+                cell.source = cell.source.replace(f":label: {label}\n\n", f":label: {label}\n\n{info}\n\n", 1)
+    nbformat.write(nb, str(notebook))
+
+
 def test_exercises_command_reports_problems(tmp_path, capsys):
     root = make_toy_course(tmp_path / "book", points="ex-99-double = 2\nex-99-square = 1\n")
     (root / "instructor" / "hidden_tests" / "toy.py").unlink()
@@ -362,8 +377,16 @@ def test_exercises_command_reports_problems(tmp_path, capsys):
     assert main(["exercises", "--root", str(root)]) == 1
     err = capsys.readouterr().err
     assert "ex-99-why" in err and "out of date" in err
+    assert "ex-99-double: the exercise's body must start with a line like `Difficulty" in err  # no info line
     (root / "instructor" / "points.toml").write_text("[points]\nex-99-double = 2\nex-99-square = 1\nex-99-why = 0\n")
+    assert main(["exercises", "--root", str(root), "--write-table"]) == 1  # the info lines still lack
+    add_info_lines(root / "notebooks" / "99_toy.ipynb")
+    capsys.readouterr()
+    assert main(["exercises", "--root", str(root)]) == 1  # the table on the page is the one without them
+    assert "out of date" in capsys.readouterr().err
     assert main(["exercises", "--root", str(root), "--write-table"]) == 0
     assert main(["exercises", "--root", str(root)]) == 0
-    assert "| Exercise 99.2 (`ex-99-square`) | Square a number | code | 1 | 2 hidden tests (+ a self-check for students) |" in (
-        root / "book" / "for_instructors.md").read_text()
+    page = (root / "book" / "for_instructors.md").read_text(encoding="utf-8")
+    assert ("| Exercise 99.2 (`ex-99-square`) | Square a number | code | ★★☆ core | 10 | "
+            "multiplying \\| squaring | 1 | 2 hidden tests (+ a self-check for students) |") in page
+    assert "About 0 hours 20 minutes for every exercise of the course" in page

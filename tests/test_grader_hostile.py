@@ -486,8 +486,7 @@ def test_any_file_name_is_graded_as_its_own_student(graded):
     system holds; "carol " (trailing space) is not "carol"; "'=carol" is a student like any other."""
     for name in NAMES3:
         student = name[:-6]
-        # grades.csv's reader takes a leading ' before = as the CSV escape (grader-output's item 2)
-        rows = _points(graded, student if not student.startswith("'=") else student[1:])
+        rows = _points(graded, student)  # grades.csv reads back every name exactly ('=carol too)
         full = name != "carol .ipynb"
         assert all((points == top) == full for points, top, _ in rows.values()), (student, rows)
         for folder, path in (("records", graded["out"] / "records" / file_name_part(name, ".json")),
@@ -519,8 +518,9 @@ SLEEPER = "import time\ntime.sleep(150)  # more than the first run's time limit,
 
 @pytest.fixture(scope="module")
 def regraded(tmp_path_factory):
-    """A small class graded three times into one folder: under a short time limit, after a change
-    of points only, and under a longer time limit."""
+    """A small class graded three times into one folder: under a short time limit without the
+    self-checks' second run, after a change of points only, and under a longer time limit with
+    that second run (the default)."""
     from hostile.round2 import _with_added_cell
 
     base = tmp_path_factory.mktemp("regrade")
@@ -537,7 +537,8 @@ def regraded(tmp_path_factory):
     _write(subs, "partial.ipynb", solved_subset(source, chapter, coding[:1]))
     _write(subs, "sleeper.ipynb", _with_added_cell(source, SLEEPER))
     # time for an honest notebook on a busy machine, not for the sleeper
-    short = GradeOptions(chapter="03", quiet=True, timeout=60, tests_timeout=60, check_timeout=20)
+    short = GradeOptions(chapter="03", quiet=True, timeout=60, tests_timeout=60, check_timeout=20,
+                         self_check_rerun=False)
     first = grade_folder(course, subs, out, short)
     rows_first = read_grades(out / "grades.csv")
     points = base / "points.toml"  # the instructor gives the first exercise 5 points instead of 2
@@ -549,11 +550,12 @@ def regraded(tmp_path_factory):
     second = grade_folder(changed, subs, out, short)
     second_seconds = time.monotonic() - started
     rows_second = read_grades(out / "grades.csv")
-    longer = dataclasses.replace(short, timeout=240)
+    records_second = read_records(out)
+    longer = dataclasses.replace(short, timeout=240, self_check_rerun=True)
     third = grade_folder(changed, subs, out, longer)
     return {"first": first, "second": second, "third": third, "rows": [rows_first, rows_second,
             read_grades(out / "grades.csv")], "second_seconds": second_seconds, "label": coding[0],
-            "records": read_records(out)}
+            "records": read_records(out), "records_second": records_second, "out": out}
 
 
 def test_a_change_of_points_recomputes_totals_without_running_a_notebook(regraded):
@@ -574,9 +576,25 @@ def test_a_timed_out_notebook_is_graded_again_when_the_limit_grows(regraded):
     assert all(p == 0 for (student, _label), (p, _top, _why) in first.items() if student == "sleeper")
     assert "time limit" in first[("sleeper", regraded["label"])][2]
     assert "sleeper.ipynb" not in regraded["second"].graded  # same limit: its record stands
-    assert regraded["third"].graded == ["sleeper.ipynb"]  # the limit grew: graded again, the others kept
+    assert "sleeper.ipynb" in regraded["third"].graded  # the limit grew: graded again
+    assert "solution.ipynb" not in regraded["third"].graded  # full marks in time: its record stands
     assert all(points == top > 0 for (student, _), (points, top, _) in third.items() if student == "sleeper")
     assert regraded["records"]["sleeper"]["limits"]["timeout"] == 240
+
+
+def test_turning_the_self_checks_second_run_on_grades_again_only_who_needed_it(regraded):
+    """The second run (feedback.complete_self_checks) shows the self-checks that ran after the
+    hidden tests began; a record made while it was off says which exercises needed it, and a run
+    with it on grades that notebook again (and only that one), its page then showing them."""
+    before, after = regraded["records_second"], regraded["records"]
+    assert before["partial"]["self_check_rerun_off"] and not before["solution"]["self_check_rerun_off"]
+    assert regraded["third"].graded == ["partial.ipynb", "sleeper.ipynb"]  # not solution.ipynb
+    shown = after["partial"]["self_check_rerun"]
+    assert shown and set(shown) <= set(before["partial"]["self_check_rerun_off"]), shown
+    assert not after["partial"]["self_check_rerun_off"] and not after["partial"]["self_check_rerun_timed_out"]
+    page = (regraded["out"] / "feedback" / "partial.md").read_text(encoding="utf-8")
+    assert page.count("as it ran in a second run of your notebook") == len(after["partial"]["self_check_rerun"])
+    assert "turned that second run off" not in page
 
 
 # ------------------------------------------------------------------------------------------------ issue 29: installs, failures

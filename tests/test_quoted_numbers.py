@@ -82,6 +82,8 @@ ABBREVIATIONS = ("al.", "e.g.", "i.e.", "Fig.", "cf.", "vs.", "Eq.", "approx.")
 PAGE_CLAIMS = {
     "Faster Attention with Better Parallelism": "the title of the FlashAttention-2 paper",
     "a GPU only makes the bigger experiments faster": "no number: true of any GPU against a CPU",
+    "for every exercise of the course": "a reader's time: the sum of the exercises' estimated "
+                                        "minutes (exercise metadata), no machine's timing",
 }
 
 

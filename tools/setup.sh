@@ -14,14 +14,6 @@ PYTHON=${PYTHON:-python3}
 TORCH_SPEC_DEFAULT="torch==2.13.0"  # the torch pin of requirements-lock.txt (tests/test_lock.py)
 TORCH_SPEC=${TORCH_SPEC:-$TORCH_SPEC_DEFAULT}
 
-if [ ! -x "$VENV/bin/python" ]; then
-  echo "[setup] creating virtual environment $VENV"
-  "$PYTHON" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install -q --upgrade pip
-fi
-
-stamp="$VENV/.attention-book-installed"
-inputs="requirements.txt requirements-dev.txt requirements-lock.txt pyproject.toml"
 # Build and test dependencies are locked (tools/lock.sh writes the lock; CONTRIBUTING.md,
 # "Dependencies"): the same versions on every machine, so the site looks and works the same.
 LOCK=requirements-lock.txt
@@ -31,33 +23,26 @@ if [ "$TORCH_SPEC" != "$TORCH_SPEC_DEFAULT" ]; then
   grep -v -i '^torch==' requirements-lock.txt > "$VENV/.lock-without-torch.txt"
   LOCK="$VENV/.lock-without-torch.txt"
 fi
-if [ ! -f "$stamp" ] || [ -n "$(find $inputs -newer "$stamp" 2>/dev/null)" ]; then
-  if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
-    echo "[setup] installing $TORCH_SPEC"
-    "$VENV/bin/python" -m pip install -q "$TORCH_SPEC"
-  fi
-  echo "[setup] installing requirements-dev.txt (versions from $LOCK)"
-  "$VENV/bin/python" -m pip install -q -c "$LOCK" -r requirements-dev.txt
-  "$VENV/bin/python" -m ipykernel install --sys-prefix --name python3 >/dev/null
-  touch "$stamp"
-fi
-
 # The autograder runs each submission isolated with bubblewrap (`attention-book grade` refuses
 # to run without it unless --unsafe): install it when we can.
-if ! command -v bwrap >/dev/null; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "[setup] installing bubblewrap (the grader's sandbox)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
-  else
-    echo "[setup] note: the grader needs bubblewrap: 'sudo apt-get install bubblewrap'" >&2
+ensure_bwrap() {
+  if ! command -v bwrap >/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      echo "[setup] installing bubblewrap (the grader's sandbox)"
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+    else
+      echo "[setup] note: the grader needs bubblewrap: 'sudo apt-get install bubblewrap'" >&2
+    fi
   fi
-fi
+}
 
 # --nonroot (root only; .ci/run calls it): the grader's security suite also runs as an
 # unprivileged user whose Python is outside /root (pyenv's lives there, mode 0700): a system user,
 # Debian's python3.11 and a virtual environment in .cache/venv-nonroot (readable by everyone)
-# with torch and what the grader and its tests import. About 1-2 minutes the first time.
+# with torch and what the grader and its tests import. About 1-2 minutes the first time. It
+# touches neither .venv nor its packages (that venv may be shared by several worktrees).
 if [ "${1:-}" = "--nonroot" ]; then
+  ensure_bwrap
   user=${NONROOT_USER:-ab-grader}
   nonroot_venv=.cache/venv-nonroot
   if [ "$(id -u)" != 0 ]; then
@@ -74,19 +59,49 @@ if [ "${1:-}" = "--nonroot" ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3.11 python3.11-venv >/dev/null
   fi
   nonroot_stamp="$nonroot_venv/.attention-book-installed"
-  if [ ! -f "$nonroot_stamp" ] || [ -n "$(find pyproject.toml -newer "$nonroot_stamp" 2>/dev/null)" ]; then
+  # what the grader and its security suites import (tests/test_grader_output_hostile.py renders
+  # pages with markdown-it and linkify, and exports executed copies with nbconvert)
+  nonroot_packages="$TORCH_SPEC numpy matplotlib ipywidgets anywidget tiktoken tqdm nbformat ipykernel \
+jupyter_client pyzmq pyyaml pytest pytest-timeout hypothesis markdown-it-py linkify-it-py nbconvert"
+  if [ ! -f "$nonroot_stamp" ] || [ "$(cat "$nonroot_stamp")" != "$nonroot_packages" ] \
+      || [ -n "$(find pyproject.toml -newer "$nonroot_stamp" 2>/dev/null)" ]; then
     echo "[setup] virtual environment $nonroot_venv for $user"
     mkdir -p .cache
     "$system_python" -m venv "$nonroot_venv"
     "$nonroot_venv/bin/python" -m pip install -q --upgrade pip
-    "$nonroot_venv/bin/python" -m pip install -q -c "$LOCK" "$TORCH_SPEC" numpy matplotlib ipywidgets anywidget tiktoken tqdm \
-      nbformat ipykernel jupyter_client pyzmq pyyaml pytest pytest-timeout hypothesis
+    # the lock is made with the main venv's Python; a locked release that needs a newer one than
+    # Debian's (soupsieve 4.1.3, nbconvert's HTML parser, needs 3.11.5; Debian 12 has 3.11.2) is
+    # left to pip
+    grep -v -i '^soupsieve==' "$LOCK" > .cache/nonroot-constraints.txt
+    # shellcheck disable=SC2086 # the list is split into packages on purpose
+    "$nonroot_venv/bin/python" -m pip install -q -c .cache/nonroot-constraints.txt $nonroot_packages
     "$nonroot_venv/bin/python" -m pip install -q --no-deps -e .
-    touch "$nonroot_stamp"
+    echo "$nonroot_packages" > "$nonroot_stamp"
   fi
   chmod -R a+rX "$nonroot_venv"
   exit 0
 fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "[setup] creating virtual environment $VENV"
+  "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+fi
+
+stamp="$VENV/.attention-book-installed"
+inputs="requirements.txt requirements-dev.txt requirements-lock.txt pyproject.toml"
+if [ ! -f "$stamp" ] || [ -n "$(find $inputs -newer "$stamp" 2>/dev/null)" ]; then
+  if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+    echo "[setup] installing $TORCH_SPEC"
+    "$VENV/bin/python" -m pip install -q "$TORCH_SPEC"
+  fi
+  echo "[setup] installing requirements-dev.txt (versions from $LOCK)"
+  "$VENV/bin/python" -m pip install -q -c "$LOCK" -r requirements-dev.txt
+  "$VENV/bin/python" -m ipykernel install --sys-prefix --name python3 >/dev/null
+  touch "$stamp"
+fi
+
+ensure_bwrap
 
 if [ "${1:-}" = "--browser" ]; then
   chromium_bin=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}

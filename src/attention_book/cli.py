@@ -116,7 +116,8 @@ def cmd_grade(args) -> int:
                            unsafe=args.unsafe, limits=Limits(memory_mb=args.memory_mb, disk_mb=args.disk_mb),
                            tests_timeout=args.tests_timeout, keep_all_outputs=args.keep_all_outputs,
                            student=args.student, manual=args.manual,
-                           reuse_references=not args.fresh_references)
+                           reuse_references=not args.fresh_references,
+                           self_check_rerun=not args.no_self_check_rerun)
     if args.unsafe:
         print("WARNING: --unsafe: the submissions run WITHOUT isolation (they can read your files and "
               "environment); use it only for notebooks you trust", file=sys.stderr)
@@ -217,6 +218,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     grade.add_argument("--keep-all-outputs", action="store_true",
                        help="executed copies keep the outputs of cells run after the hidden tests began "
                             "(they may show the tests' inputs: only for the instructor's eyes)")
+    grade.add_argument("--no-self-check-rerun", action="store_true",
+                       help="no second run (without hidden tests) to show the self-checks that ran after the "
+                            "hidden tests began; their feedback then says why it shows none")
     grade.add_argument("--jobs", type=int, default=1, help="submissions run in parallel (default 1)")
     grade.add_argument("--force", action="store_true", help="regrade students that already have a record")
     grade.add_argument("--chapter", required=True,

@@ -6,25 +6,41 @@
   earlier test is not repeated. The same lines feed ``feedback/<student>.md`` and Gradescope's
   per-exercise ``output``.
 * :func:`feedback_markdown`: ``feedback/<student>.md``. Everything a student's code could have
-  influenced (error messages, the self-check's printed output) sits in fenced text blocks, so it
-  cannot add headings or links to the file; paths of the grader's machine are removed.
+  influenced (error messages, the self-check's printed output) sits in fenced text blocks that
+  nothing inside can close, so it cannot add headings, links or images to the file; paths of the
+  grader's machine are removed.
+* **Every self-check's output reaches the page** (:func:`complete_self_checks`). Cells that run
+  after the grader's first hidden-test call lose their outputs in the graded run (the student's
+  code has seen the tests' inputs by then and could print them, from the answer or from a
+  replaced ``sys.stdout``, during a later self-check). For every exercise that lost points and
+  whose self-check ran after that moment, the grader runs the notebook once more in a fresh
+  sandbox, up to that self-check, **without any hidden test**: that run never receives a hidden
+  input, so what its self-checks print can be shown. An exercise with full marks is not run again
+  (the page says so).
 * :func:`written_answers` reads the answers to the written exercises from a submitted notebook (the
   release's "Your answer" cell and the Markdown cells the student added after it);
   :func:`written_markdown` writes ``written/<label>.md``: the exercise, then one section per
-  student with the points the manual points file gives.
+  student with the points the manual points file gives and the answer in a fenced text block.
+  Any Unicode is accepted (a lone surrogate becomes U+FFFD), every kind of line break (CR, CRLF,
+  U+2028, U+2029, NEL, VT, FF) becomes one newline and other control characters show as
+  ``\\xNN``, so the answer renders as the text it is: it can add no heading, image, link or
+  section, whatever Markdown renderer the instructor uses.
 """
 
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .markup import cell_text
-from .report import md_cell, plural
+from .report import md_cell, md_name, plural, scrub
 
 __all__ = ["ExerciseReport", "exercise_reports", "test_lines", "feedback_markdown", "written_answers",
-           "written_markdown", "clean", "ANSWER_PLACEHOLDER", "VALUES_FIRST"]
+           "written_markdown", "clean", "plain_text", "fenced", "self_check_outputs", "dropped_self_checks",
+           "rerun_self_checks", "complete_self_checks", "self_check_section", "ANSWER_PLACEHOLDER",
+           "VALUES_FIRST"]
 
 #: the text of the release's empty answer cell of a written exercise
 ANSWER_PLACEHOLDER = "**Your answer:** (double-click to write here)"
@@ -34,18 +50,46 @@ SAME = "the same mistake as above"
 MAX_TEXT = 4000
 
 _PATH = re.compile(r"(?<![\w.])(?:/[\w.@+~-]+){2,}/?")
-_FENCE = re.compile(r"`{3,}|~{3,}")
+#: every line break Python, Unicode or a Markdown renderer knows: CR LF, CR, LF, VT, FF, the
+#: file/group/record separators, NEL, LINE SEPARATOR and PARAGRAPH SEPARATOR
+_LINE_BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_CONTROL = re.compile("[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f]")
+WRAP = 100  # a written answer's lines are wrapped at spaces to this width (readable in a text editor)
+
+
+def plain_text(text: str) -> str:
+    """Any text as plain lines: lone surrogates -> U+FFFD, every line break -> ``\\n``, other
+    control characters (ESC, NUL, BS, ...) -> ``\\xNN``; tabs and letters of every script stay."""
+    text = _LINE_BREAK.sub("\n", scrub(str(text)))
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
 
 
 def clean(text: str, limit: int = 600) -> str:
     """One line of text: whitespace collapsed, paths of the grader's machine removed, capped."""
-    text = _PATH.sub("(a path)", " ".join(str(text).split()))
+    text = _PATH.sub("(a path)", " ".join(plain_text(text).split()))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _block(text: str) -> str:
-    """``text`` as a fenced text block that nothing inside can close."""
-    return "```text\n" + _FENCE.sub(lambda m: "'" * len(m.group(0)), text.rstrip("\n")) + "\n```"
+def fenced(text: str, info: str = "text") -> str:
+    """``text`` as a fenced code block that nothing inside can close (its fence is longer than
+    any run of backticks in the text): a Markdown renderer shows the text as it is."""
+    text = plain_text(text).rstrip("\n")
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{text}\n{fence}"
+
+
+def _wrapped(text: str) -> str:
+    """Long lines wrapped at spaces (indentation kept, words never split)."""
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= WRAP:
+            out.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip(" \t"))]
+        out += textwrap.wrap(line, WRAP, initial_indent="", subsequent_indent=indent, break_long_words=False,
+                             break_on_hyphens=False, expand_tabs=False, replace_whitespace=False) or [line]
+    return "\n".join(out)
 
 
 @dataclass
@@ -58,7 +102,9 @@ class ExerciseReport:
     points: Optional[float]  # None: a written exercise not graded yet
     message: str = ""  # the grader's one-line message (grades.csv)
     lines: List[Tuple[str, str, str]] = field(default_factory=list)  # (status, test name, text)
-    self_check: str = ""  # what the exercise's self-check printed when the notebook was graded
+    self_check: str = ""  # what the exercise's self-check printed (see self_check_heading)
+    self_check_heading: str = ""  # which run the self-check's output comes from
+    self_check_note: str = ""  # why the self-check's output is not shown ("" when it is, or never ran)
     comment: str = ""  # the instructor's comment (manual points file)
 
 
@@ -114,7 +160,7 @@ def exercise_reports(record: dict, exercises: Sequence, tests: Dict[str, list], 
             continue
         label_tests = tests.get(ex.label, [])
         report = ExerciseReport(ex.label, ex.number, ex.title, "code", top, 0.0)
-        report.self_check = (record.get("self_check") or {}).get(ex.label, "")
+        report.self_check = plain_text((record.get("self_check") or {}).get(ex.label, ""))
         if record.get("error"):  # the whole notebook was not graded: the reason is said once, on top
             report.message = record["error"]
             report.lines = [("FAIL", "the notebook", "not graded (the reason is above)")]
@@ -135,8 +181,37 @@ def exercise_reports(record: dict, exercises: Sequence, tests: Dict[str, list], 
                                  "`raise NotImplementedError(...)` with your code")]
             else:
                 report.lines = test_lines(results, label_tests, reason)
+        _describe_self_check(report, record)
         reports.append(report)
     return reports
+
+
+SELF_CHECK_GRADED = "Your self-check, as it ran when your notebook was graded:"
+SELF_CHECK_RERUN = "Your self-check, as it ran in a second run of your notebook, without the grader's tests:"
+#: why the graded run keeps no output of a later self-check (the module's docstring)
+SELF_CHECK_KEPT_BACK = "Your self-check's output is not shown: it ran after the grader's tests had started"
+
+
+def _describe_self_check(report: ExerciseReport, record: dict) -> None:
+    """Where the self-check's output comes from, or why there is none."""
+    rerun = set(record.get("self_check_rerun") or [])
+    dropped = set(record.get("self_check_dropped") or [])
+    if report.self_check.strip():
+        report.self_check_heading = SELF_CHECK_RERUN if report.label in rerun else SELF_CHECK_GRADED
+    elif report.label in dropped and not record.get("error"):
+        if report.points is not None and report.points >= report.max:
+            report.self_check_note = f"{SELF_CHECK_KEPT_BACK}, and with full marks it was not run again."
+        else:
+            stop = clean(record.get("self_check_rerun_stop") or "", 300)
+            report.self_check_note = (f"{SELF_CHECK_KEPT_BACK}, and a second run without the tests "
+                                      + (f"did not show it: {stop}." if stop else "printed nothing for it."))
+
+
+def self_check_section(report: ExerciseReport) -> List[str]:
+    """The self-check's part of an exercise's feedback as plain lines (Gradescope's output)."""
+    if report.self_check.strip():
+        return [report.self_check_heading or SELF_CHECK_GRADED, report.self_check.strip("\n")]
+    return [report.self_check_note] if report.self_check_note else []
 
 
 def _fmt(value: Optional[float]) -> str:
@@ -157,11 +232,11 @@ def feedback_markdown(student: str, chapter_title: str, reports: Sequence[Exerci
     top = sum(r.max for r in reports)
     pending = [r for r in reports if r.points is None and r.max > 0]
     lines = [f"# Feedback: {md_cell(chapter_title)}", "",
-             f"**{md_cell(student)}**: {_points_phrase(got, top)}"
+             f"**{md_name(student)}**: {_points_phrase(got, top)}"
              + (f" so far ({len(pending)} written exercise{'s' if len(pending) != 1 else ''} "
                 "not graded yet)." if pending else "."), ""]
     if notes:
-        lines += ["What the grader noticed about the whole notebook:", "", _block("\n".join(clean(n) for n in notes)), ""]
+        lines += ["What the grader noticed about the whole notebook:", "", fenced("\n".join(clean(n) for n in notes)), ""]
     for report in reports:
         if report.kind == "written" and report.max == 0 and report.points is None:
             continue  # a written exercise worth no points and not graded: nothing to say
@@ -170,17 +245,145 @@ def feedback_markdown(student: str, chapter_title: str, reports: Sequence[Exerci
                   f"{_points_phrase(report.points, report.max)}", ""]
         if report.kind == "written":
             if report.comment:
-                lines += ["Comment:", "", _block(report.comment), ""]
+                lines += ["Comment:", "", fenced(report.comment), ""]
             continue
         text = []
         for status, name, hint in report.lines:
             shown = "...." if status == "WAIT" else status
             text.append(f"{shown}  {clean(name, 200)}" + (f": {hint}" if hint else ""))
-        lines += ["The grader's tests (they decide the points):", "", _block("\n".join(text)), ""]
+        lines += ["The grader's tests (they decide the points):", "", fenced("\n".join(text)), ""]
         if report.self_check.strip():
-            lines += ["Your self-check, as it ran when your notebook was graded:", "",
-                      _block(report.self_check[:MAX_TEXT]), ""]
+            lines += [report.self_check_heading or SELF_CHECK_GRADED, "", fenced(report.self_check[:MAX_TEXT]), ""]
+        elif report.self_check_note:
+            lines += [md_cell(report.self_check_note, 600), ""]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+# ------------------------------------------------------------------------------------------------
+# The self-checks' outputs
+# ------------------------------------------------------------------------------------------------
+
+
+def _check_label(cell) -> str:
+    info = (cell.get("metadata") or {}).get("attention_book_grader") or {}
+    return info.get("exercise", "") if info.get("role") == "check" else ""
+
+
+def _kept_back(output) -> bool:
+    from .runner import HIDDEN_OUTPUTS_NOTE
+
+    return output.get("output_type") == "stream" and output.get("text") == HIDDEN_OUTPUTS_NOTE
+
+
+def self_check_outputs(cells: List[dict], limit: int = 4000, before: Optional[int] = None) -> Dict[str, str]:
+    """What each exercise's self-check cell printed (text only, capped): the student's feedback
+    shows the diagnosis in the self-check's own words. Nothing here decides a point. With
+    ``before``, only cells up to that index count (later ones ran after the hidden tests began,
+    even where ``--keep-all-outputs`` kept their outputs for the instructor)."""
+    found: Dict[str, str] = {}
+    for index, cell in enumerate(cells):
+        label = _check_label(cell)
+        if not label or (before is not None and index > before):
+            continue
+        texts = []
+        for output in cell.get("outputs", []):
+            if _kept_back(output):  # ran after the hidden tests began: not kept
+                continue
+            if output.get("output_type") == "stream":
+                texts.append(cell_text({"source": output.get("text", "")}))
+            elif output.get("output_type") in ("execute_result", "display_data"):
+                texts.append(cell_text({"source": (output.get("data") or {}).get("text/plain", "")}))
+            elif output.get("output_type") == "error":
+                texts.append(f"{output.get('ename', 'Error')}: {output.get('evalue', '')}")
+        text = "\n".join(t.rstrip("\n") for t in texts if t.strip())
+        found[label] = plain_text(found.get(label, "") + "\n" + text).strip("\n")[:limit]
+    return found
+
+
+def dropped_self_checks(cells: List[dict], first_call_cell: Optional[int]) -> List[str]:
+    """Exercises whose self-check cell ran (it has outputs) after the hidden tests began."""
+    if first_call_cell is None:
+        return []
+    return list(dict.fromkeys(_check_label(cell) for index, cell in enumerate(cells)
+                              if index > first_call_cell and _check_label(cell) and cell.get("outputs")))
+
+
+def rerun_self_checks(cells: List[dict], labels: Sequence[str], options,
+                      course_root) -> Tuple[Dict[str, str], str, bool]:
+    """Run ``cells`` again in a fresh sandbox, up to the last self-check cell of ``labels``, with
+    **no hidden test** (no call ever reaches that kernel, so nothing it prints can hold a test's
+    input). The sandbox is the graded run's (``options`` as they are: the same isolation,
+    system-call filter, fresh keyring and limits; only its cgroup's name differs). Returns what
+    those self-checks printed, why the run stopped early ("" if it did not) and whether a time
+    limit stopped it (a longer limit may show more: the record is graded again)."""
+    import copy
+    import dataclasses
+
+    from .runner import run_notebook
+
+    wanted = set(labels)
+    ends = [i for i, cell in enumerate(cells) if _check_label(cell) in wanted]
+    if not ends:
+        return {}, "", False
+    fresh = []
+    for cell in cells[: ends[-1] + 1]:
+        again = {key: copy.deepcopy(value) for key, value in cell.items() if key != "outputs"}
+        again["outputs"] = []
+        fresh.append(again)
+    result = run_notebook(fresh, {}, lambda point_labels, session: None,
+                          dataclasses.replace(options, slot=f"{options.slot}-checks"), course_root)
+    found = self_check_outputs(fresh)
+    return {label: found.get(label, "") for label in labels}, result.stop or "", result.timed_out
+
+
+def complete_self_checks(record: dict, cells: List[dict], run, tests, points_for, options, course_root) -> None:
+    """Fill ``record`` so that every exercise's self-check output reaches the feedback, or the
+    feedback says why not (module docstring): ``self_check``, ``self_check_dropped`` (self-checks
+    that ran after the hidden tests began, ``run.first_call_cell``), ``self_check_rerun`` (outputs
+    from the run without tests), ``self_check_rerun_stop``, ``self_check_rerun_off`` (the
+    exercises that needed the second run while ``options.self_check_rerun`` was off) and
+    ``self_check_rerun_timed_out`` (a time limit cut it): the last two tell a later run with other
+    options to grade the notebook again (:func:`.grade.grade_folder`). ``run`` is the graded run's
+    :class:`~.runner.RunResult`: a run that stopped early or misbehaved (flooded its outputs, sent
+    refused replies, hit the memory limit, left processes) is not made a second time."""
+    from .runner import COULD_NOT_RUN
+    from .scoring import score_exercise
+
+    record["self_check_rerun_off"] = []  # self-checks a second run would show, had it not been turned off
+    record["self_check_rerun_timed_out"] = False  # the second run was cut by a time limit
+    first_call_cell = run.first_call_cell
+    record.setdefault("self_check", {}).update(self_check_outputs(cells, before=first_call_cell))
+    dropped = dropped_self_checks(cells, first_call_cell)
+    record["self_check_dropped"] = dropped
+    lost = []
+    for label in dropped:
+        top = points_for(label)
+        points, _ = score_exercise((record.get("results") or {}).get(label), tests.get(label, []), top,
+                                   (record.get("reasons") or {}).get(label, ""),
+                                   (record.get("notes") or {}).get(label, ""), (record.get("zero") or {}).get(label, ""))
+        if points < top:
+            lost.append(label)
+    if not lost:
+        return
+    # a flood, refused replies, the memory limit, processes left behind: no second helping (an
+    # answer that changed its inputs in place is an honest mistake, and its hints help most)
+    misbehaved = [flag for flag in run.flags if "in place" not in flag] or run.escaped
+    if run.stop or misbehaved:
+        record["self_check_rerun_stop"] = "it was not made, since the graded run " + (
+            "stopped early" if run.stop else "was flagged (see above)")
+        return
+    if not getattr(options, "self_check_rerun", True):
+        record["self_check_rerun_stop"] = "the instructor turned that second run off"
+        record["self_check_rerun_off"] = lost  # graded again by a run that turns it on
+        return
+    texts, stop, timed_out = rerun_self_checks(cells, lost, options, course_root)
+    record["self_check_rerun_timed_out"] = timed_out
+    if stop.startswith(COULD_NOT_RUN):  # the grader's failure, not the notebook's: the next run tries again
+        record["retry"] = True
+    record["self_check"].update({label: text for label, text in texts.items() if text.strip()})
+    record["self_check_rerun"] = [label for label in lost if texts.get(label, "").strip()]
+    if stop:
+        record["self_check_rerun_stop"] = stop
 
 
 # ------------------------------------------------------------------------------------------------
@@ -232,10 +435,9 @@ def written_answers(nb, labels: Sequence[str], release_nb=None, limit: int = 20_
     return answers
 
 
-def _quote(text: str, escape: bool = True) -> List[str]:
-    """Markdown as a quote; a student's text (``escape``) cannot add headings, sections or raw HTML."""
-    safe = text.replace("<", "&lt;") if escape else text
-    return [("> " + line).rstrip() for line in safe.split("\n")]
+def _quote(text: str) -> List[str]:
+    """The course's own Markdown (an exercise's prompt) as a quote."""
+    return [("> " + line).rstrip() for line in plain_text(text).split("\n")]
 
 
 def written_markdown(exercise, prompt: str, entries: Sequence[dict], points_for, manual_name: str) -> str:
@@ -248,12 +450,13 @@ def written_markdown(exercise, prompt: str, entries: Sequence[dict], points_for,
              f"`{manual_name}` (one row per student and exercise), then grade again (seconds: nothing "
              "runs again): the points appear below, in `gradebook.csv` and in each student's feedback.", ""]
     if prompt.strip():
-        lines += ["The exercise, as the students read it:", ""] + _quote(prompt.strip(), escape=False) + [""]
-    answered = sum(1 for e in entries if e["answer"])
+        lines += ["The exercise, as the students read it:", ""] + _quote(prompt.strip()) + [""]
+    answered = sum(1 for e in entries if str(e["answer"]).strip())
     lines += [f"{answered} of {plural(len(entries), 'student')} answered.", ""]
     for entry in entries:
-        lines += [f"## {md_cell(entry['student'])}: {_points_phrase(entry['points'], top)}", ""]
-        lines += (_quote(entry["answer"]) if entry["answer"] else ["(no answer)"]) + [""]
+        lines += [f"## {md_name(entry['student'])}: {_points_phrase(entry['points'], top)}", ""]
+        answer = plain_text(entry["answer"]).strip("\n")
+        lines += ([fenced(_wrapped(answer))] if answer.strip() else ["(no answer)"]) + [""]
         if entry.get("comment"):
             lines += [f"Comment: {md_cell(entry['comment'], 1000)}", ""]
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -17,8 +17,10 @@ A record ``records/<file name>.json`` per submission (written atomically) lets a
 continue: a rerun skips files whose record names the same file, hash, chapter and grader version.
 Points are applied when the files are written, never stored in a record: a change of
 ``points.toml`` recomputes the totals without running any notebook. A record whose run was cut by
-a time limit is graded again when that limit grows (``--timeout``, ``--tests-timeout``,
-``--check-timeout``). When the grader itself fails on a notebook (its sandbox does not start, its
+a time limit (its graded run, or the second run that shows its self-checks,
+:func:`.feedback.complete_self_checks`) is graded again when that limit grows (``--timeout``,
+``--tests-timeout``, ``--check-timeout``); one graded while that second run was turned off
+(``self_check_rerun=False``) and that needed it is graded again when it is turned on. When the grader itself fails on a notebook (its sandbox does not start, its
 worker crashes: not the student's doing) the notebook gets no points at all: it is left out of
 ``grades.csv`` and the gradebooks, listed in ``summary.md`` and :attr:`GradeReport.grader_errors`
 (``attention-book grade`` exits with status 4), and graded again by the next run.
@@ -47,24 +49,25 @@ from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from .course import Course
-from .feedback import exercise_reports, feedback_markdown, written_answers, written_markdown
+from .feedback import complete_self_checks, exercise_reports, feedback_markdown, written_answers, written_markdown
 from .gradebook import MANUAL_FILE, ManualPoints, canvas_csv, gradebook_csv, manual_template, read_manual_points
 from .hidden import HiddenTest, load_hidden_tests
 from .markup import Chapter, Exercise, cell_text
 from .planning import Plan, PlanRefused, plan_submission
 from .reference_cache import cache_key, load_reference_cache, save_reference_cache
 from .references import ReferenceCache, compute_references, run_tests
-from .report import CSV_COLUMNS, atomic_write, plain_title, read_grades, write_if_changed, write_outputs
-from .runner import COULD_NOT_RUN, HIDDEN_OUTPUTS_NOTE, RunOptions, run_notebook
+from .report import (CSV_COLUMNS, atomic_write, executed_notebook, plain_title, read_grades, write_if_changed,
+                     write_outputs)
+from .runner import COULD_NOT_RUN, RunOptions, run_notebook
 from .sandbox import IsolationError, Limits, check_isolation, memory_isolation_warning
 from .scoring import score_exercise
 from .submissions import (Submission, display_name, file_name_part, list_submissions, matches_student, pick_chapter,
-                          read_notebook, recognise_chapter, record_name, redact_paths)
+                          read_notebook, recognise_chapter, redact_paths)
 
 __all__ = ["GradeOptions", "GradeReport", "grade_folder", "score_exercise", "read_grades", "CSV_COLUMNS",
            "hidden_tests_of", "run_tests", "ReferenceCache", "default_out", "MARKER"]
 
-RECORD_VERSION = 5  # 5: the limits a record ran under, grader errors apart, names of any length
+RECORD_VERSION = 6  # 6: the self-checks' second run (what it showed, whether it was off or cut by a limit)
 #: the file that names the chapter an output folder holds (grading another chapter there is refused)
 MARKER = ".attention-book-grades.json"
 
@@ -109,6 +112,7 @@ class GradeOptions:
     manual: Optional[Path] = None  # manual points of the written exercises (default: OUT/manual-points.csv)
     reuse_references: bool = True  # keep the reference values in OUT/.cache between runs
     keep_all_outputs: bool = False  # executed copies keep outputs of cells run after the hidden tests began
+    self_check_rerun: bool = True  # a second run without hidden tests for self-checks the graded run hid
     worker_memory_mb: int = 3072  # address space of the process reading one submission's replies
     isolate_workers: bool = True  # read each submission in a worker process (killed at its deadline)
 
@@ -232,39 +236,13 @@ def grade_submission(sub: Submission, course: Course, chapter: Chapter, release_
         if label not in record["results"]:
             record["reasons"][label] = f"not evaluated: {result.stop}" if result.stop else "not evaluated"
     own_work.finish(record)
-    record["self_check"] = self_check_outputs(plan.cells)
+    # every self-check's output for the feedback; a second run without hidden tests where needed
+    complete_self_checks(record, plan.cells, result, tests, course.points_for, options, course.root)
     _redact(record, {"course": course.root, "home": Path.home(), "tmp": tempfile.gettempdir(),
                      "grades": executed.parent if executed is not None else None})
-    if executed is not None:
-        import nbformat
-
-        nb = nbformat.v4.new_notebook()
-        nb.cells = plan.cells
-        atomic_write(executed / file_name_part(sub.name), nbformat.writes(nbformat.from_dict(nb)))
+    if executed is not None:  # outputs kept as text and images only (report.executed_notebook)
+        atomic_write(executed / sub.executed_file, executed_notebook(plan.cells))
     return record
-
-
-def self_check_outputs(cells: List[dict], limit: int = 4000) -> Dict[str, str]:
-    """What each exercise's self-check cell printed (text only, capped): the student's feedback
-    shows the diagnosis in the self-check's own words. Nothing here decides a point."""
-    found: Dict[str, str] = {}
-    for cell in cells:
-        info = (cell.get("metadata") or {}).get("attention_book_grader") or {}
-        if info.get("role") != "check" or not info.get("exercise"):
-            continue
-        texts = []
-        for output in cell.get("outputs", []):
-            if output.get("text") == HIDDEN_OUTPUTS_NOTE:  # ran after the hidden tests began: not kept
-                continue
-            if output.get("output_type") == "stream":
-                texts.append(cell_text({"source": output.get("text", "")}))
-            elif output.get("output_type") in ("execute_result", "display_data"):
-                texts.append(cell_text({"source": (output.get("data") or {}).get("text/plain", "")}))
-            elif output.get("output_type") == "error":
-                texts.append(f"{output.get('ename', 'Error')}: {output.get('evalue', '')}")
-        text = "\n".join(t.rstrip("\n") for t in texts if t.strip())
-        found[info["exercise"]] = (found.get(info["exercise"], "") + "\n" + text).strip("\n")[:limit]
-    return found
 
 
 def _redact(value, paths):
@@ -422,7 +400,8 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
                              unsafe=options.unsafe, limits=options.limits,
                              hidden_paths=[folder, out, course.hidden_dir.resolve(),
                                            course.points_file.resolve().parent],
-                             keep_all_outputs=options.keep_all_outputs, worker_memory_mb=options.worker_memory_mb)
+                             keep_all_outputs=options.keep_all_outputs, worker_memory_mb=options.worker_memory_mb,
+                             self_check_rerun=options.self_check_rerun)
     tests = hidden_tests_of(course, chapter)
     exercises = [ex for ex in chapter.exercises if ex.kind == "code" and course.points_for(ex.label) > 0]
     labels = [ex.label for ex in exercises if tests.get(ex.label)]
@@ -460,7 +439,7 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
         isolation_checked.append(True)
 
     def existing(sub: Submission) -> Optional[dict]:
-        path = records_dir / record_name(sub.name)
+        path = records_dir / sub.record_file
         if (options.force and (only is None or sub is only)) or not path.is_file() or path.is_symlink():
             return None
         try:
@@ -471,7 +450,9 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
                 or record.get("grader") != grader_key
                 or any(record.get(key) != value for key, value in _record_head(sub, chapter).items())):
             return None
-        if record.get("timed_out"):  # cut by a limit: graded again when a limit grows
+        if record.get("self_check_rerun_off") and run_options.self_check_rerun:
+            return None  # graded without the second run some self-checks needed: now it is wanted
+        if record.get("timed_out") or record.get("self_check_rerun_timed_out"):  # graded again when a limit grows
             ran = record.get("limits") if isinstance(record.get("limits"), dict) else {}
             if any(not isinstance(ran.get(key), (int, float)) or value > ran[key]
                    for key, value in _limits(run_options).items()):
@@ -550,7 +531,7 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
         record["student"] = sub.student
         record["grader"] = grader_key
         with lock:
-            atomic_write(records_dir / record_name(sub.name), json.dumps(record, indent=1, sort_keys=True) + "\n")
+            atomic_write(records_dir / sub.record_file, json.dumps(record, indent=1, sort_keys=True) + "\n")
             report.graded.append(sub.name)
             records[sub.name] = record
             write_all()
@@ -620,14 +601,13 @@ def _write_class_files(report: GradeReport, course: Course, chapter: Chapter, su
         notes += [f for f in record.get("flags") or []]
         if record.get("stop") and not record.get("error"):
             notes.append(f"the run stopped early: {record['stop']}")
-        stem = sub.name[:-6] if sub.name.endswith(".ipynb") else sub.name
-        write_if_changed(feedback_dir / file_name_part(stem, ".md"),
+        write_if_changed(feedback_dir / sub.feedback_file,
                          feedback_markdown(sub.student, title, reports, notes))
     report.feedback_dir = feedback_dir
     report.gradebook_path = out / "gradebook.csv"
     write_if_changed(report.gradebook_path, gradebook_csv(entries, columns))
     report.canvas_path = out / "gradebook-canvas.csv"
-    write_if_changed(report.canvas_path, canvas_csv(entries, columns, f"{title} (autograded)"))
+    write_if_changed(report.canvas_path, canvas_csv(entries, columns, title))  # the total, written points too
     if written:
         written_dir = _mkdir(out / "written")
         prompts = _exercise_prompts(release_nb)
@@ -638,7 +618,7 @@ def _write_class_files(report: GradeReport, course: Course, chapter: Chapter, su
                 items.append({"student": sub.student, "answer": (record.get("written") or {}).get(ex.label, ""),
                               "points": manual.get(sub.student, ex.label),
                               "comment": manual.comments.get((sub.student, ex.label), "")})
-            write_if_changed(written_dir / f"{ex.label}.md",
+            write_if_changed(written_dir / file_name_part(ex.label, ".md"),
                              written_markdown(ex, prompts.get(ex.label, ""), items, course.points_for,
                                               manual_path.name))
         report.written_dir = written_dir

@@ -8,8 +8,13 @@ Three files, written into the assignment's output folder by ``attention-book gra
   (Grades > Import > CSV file: map ``student`` to the user field the file names hold, the
   exercise or ``total`` columns to grade items, ``max`` to "ignore").
 * ``gradebook-canvas.csv``: the same students in the layout Canvas's gradebook import reads
-  (``Student, ID, SIS User ID, SIS Login ID, Section`` and one assignment column, plus the
-  ``Points Possible`` row); the student's name goes into ``Student`` and ``SIS Login ID``.
+  (``Student, ID, SIS User ID, SIS Login ID, Section`` and one assignment column, named after
+  the chapter, with the total of the autograded and the hand-graded points, plus the ``Points
+  Possible`` row); the student's name goes into ``Student`` and ``SIS Login ID``. Canvas takes
+  every row whose first cell contains "Points Possible" for that row (``lib/gradebook_importer.rb``:
+  ``row[0] =~ /Points Possible/``), so in ``Student`` a name holding those words has an underscore
+  between them (``Points_Possible``): the file has exactly one such row whatever the students are
+  called (``SIS Login ID`` keeps the exact name).
 * ``manual-points.csv``: written once, when missing, as a template for the instructor (one row
   per student and written exercise, ``points`` empty). It is never overwritten: it is the
   instructor's file. ``--manual FILE`` reads another one.
@@ -17,6 +22,9 @@ Three files, written into the assignment's output folder by ``attention-book gra
 :func:`read_manual_points` validates the manual file: unknown students or exercises, points that
 are not numbers, negative or above the exercise's points, and repeated rows are errors
 (``ManualPointsError``, a ``ValueError`` whose message names the file, the line and the fix).
+A student is matched by the exact name (``alice `` with a trailing space is not ``alice``), as
+the grader writes it: every cell goes through :func:`.report.csv_cell` (formulas neutralised by
+a leading apostrophe) and is read back with :func:`.report.csv_value`.
 """
 
 from __future__ import annotations
@@ -24,12 +32,15 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .report import csv_cell, csv_value
+
 __all__ = ["ManualPointsError", "ManualPoints", "read_manual_points", "manual_template", "gradebook_csv",
-           "canvas_csv", "MANUAL_FILE", "GRADEBOOK_COLUMNS"]
+           "canvas_csv", "canvas_student", "MANUAL_FILE", "GRADEBOOK_COLUMNS"]
 
 MANUAL_FILE = "manual-points.csv"
 MANUAL_COLUMNS = ["student", "exercise", "number", "title", "max", "points", "comment"]
@@ -98,17 +109,18 @@ def read_manual_points(path: Path, students: Sequence[str], exercises: Sequence,
         if not any(cell.strip() for cell in row):
             continue  # a blank line
         cells = row + [""] * (len(header) - len(row))
-        exercise, given = (cells[col[name]].strip() for name in ("exercise", "points"))
-        student = cells[col["student"]]  # exact: `alice ` (alice .ipynb) is not `alice`
-        if (student not in known_students and student[:1] == "'"
-                and student[1:2] in ("=", "+", "-", "@", "\t", "\r")):
-            student = student[1:]  # the template's escape of a name a spreadsheet would run as a formula
-            # (a file really named '=alice.ipynb is matched as it is, above)
+        exercise, given = (csv_value(cells[col[name]].strip()) for name in ("exercise", "points"))
+        student = csv_value(cells[col["student"]])  # exact: `alice ` (alice .ipynb) is not `alice`
+        if student not in known_students and cells[col["student"]] in known_students:
+            student = cells[col["student"]]  # typed by hand as the file is named ('=alice.ipynb), unescaped
         where = f"{path.name}, line {line}"
         if student not in known_students:
-            close = ", ".join(sorted(s for s in known_students if s.lower() == student.lower())[:3])
-            problems.append(f"{where}: unknown student {student!r}" + (f" (did you mean {close}?)" if close else
-                            ": use the name of a graded file without .ipynb"))
+            wanted = " ".join(student.split()).casefold()
+            close = ", ".join(repr(s) for s in sorted(known_students)
+                              if " ".join(s.split()).casefold() == wanted)
+            problems.append(f"{where}: unknown student {student!r}" + (
+                f" (did you mean {close}? a student is the exact file name, spaces and case included)"
+                if close else ": use the name of a graded file without .ipynb"))
             continue
         ex = by_key.get(exercise)
         if ex is None:
@@ -133,7 +145,7 @@ def read_manual_points(path: Path, students: Sequence[str], exercises: Sequence,
         else:
             result.points[(student, ex.label)] = value
             if comment_col is not None and cells[comment_col].strip():
-                result.comments[(student, ex.label)] = cells[comment_col].strip()
+                result.comments[(student, ex.label)] = csv_value(cells[comment_col].strip())
     if problems:
         shown = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else "")
         raise ManualPointsError(f"the manual points file {path} has {_plural(len(problems), 'problem')}:\n  {shown}")
@@ -145,12 +157,10 @@ def _plural(n: int, noun: str) -> str:
 
 
 def _csv_text(rows: Sequence[Sequence[str]]) -> str:
-    from .report import csv_cell
-
     table = io.StringIO()
     writer = csv.writer(table, lineterminator="\n")
-    for index, row in enumerate(rows):
-        writer.writerow(row if index == 0 else [csv_cell(v) for v in row])
+    for row in rows:
+        writer.writerow([csv_cell(v) for v in row])
     return table.getvalue()
 
 
@@ -183,14 +193,25 @@ def gradebook_csv(entries: Sequence[dict], columns: Sequence) -> str:
     return _csv_text(gradebook_rows(entries, columns))
 
 
+#: what Canvas's importer takes for its "Points Possible" row (anywhere in the first cell); any
+#: case and space, to be safe with importers that are less strict
+_POINTS_POSSIBLE = re.compile(r"(?i)(points)\s+(possible)")
+
+
+def canvas_student(name: str) -> str:
+    """``name`` for Canvas's ``Student`` column: "Points Possible" in it becomes "Points_Possible"."""
+    return _POINTS_POSSIBLE.sub(r"\1_\2", name)
+
+
 def canvas_csv(entries: Sequence[dict], columns: Sequence, assignment: str) -> str:
-    """Canvas's gradebook import layout: the student columns, one assignment column (the total)
-    and the ``Points Possible`` row (which gives a new assignment its maximum)."""
+    """Canvas's gradebook import layout: the student columns, one assignment column (the total,
+    written exercises included) and the ``Points Possible`` row (which gives a new assignment its
+    maximum): exactly one, whatever the students are called."""
     top = sum(c.max for c in columns)
     rows = [["Student", "ID", "SIS User ID", "SIS Login ID", "Section", assignment],
             ["Points Possible", "", "", "", "", _points(top)]]
     for entry in entries:
         cells = [entry["points"].get(c.label) for c in columns]
         total = sum(v for v in cells if v is not None)
-        rows.append([entry["student"], "", "", entry["student"], "", _points(total)])
+        rows.append([canvas_student(entry["student"]), "", "", entry["student"], "", _points(total)])
     return _csv_text(rows)

@@ -273,7 +273,7 @@ def _pick_notebook(submission: Path, course, chapter) -> tuple:
 
 def results_for(record: dict, course, chapter, tests, title: str, note: str = "") -> dict:
     """Gradescope's results.json from a grading record: one test per coding exercise."""
-    from .feedback import clean, exercise_reports
+    from .feedback import clean, exercise_reports, self_check_section
 
     coding = [ex for ex in chapter.exercises if ex.kind == "code" and course.points_for(ex.label) > 0]
     written = [ex for ex in chapter.exercises if ex.kind == "written"]
@@ -282,8 +282,9 @@ def results_for(record: dict, course, chapter, tests, title: str, note: str = ""
     for report in reports:
         lines = [f"{'....' if s == 'WAIT' else s}  {name}" + (f": {hint}" if hint else "")
                  for s, name, hint in report.lines]
-        if report.self_check.strip():
-            lines += ["", "Your self-check, as it ran when the notebook was graded:", report.self_check.strip()]
+        section = self_check_section(report)  # its output, or why it is not shown
+        if section:
+            lines += ["", *section]
         out_tests.append({"name": f"Exercise {report.number}: {report.title}", "number": report.number,
                           "score": report.points or 0.0, "max_score": report.max,
                           "status": "passed" if (report.points or 0) >= report.max > 0 else "failed",

@@ -29,7 +29,6 @@ import fcntl
 import json
 import os
 import secrets
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -72,6 +71,7 @@ class RunOptions:
     limits: Limits = field(default_factory=Limits)
     hidden_paths: List[Path] = field(default_factory=list)  # never visible in the sandbox
     keep_all_outputs: bool = False  # keep outputs of cells run after the hidden tests started
+    self_check_rerun: bool = True  # grade: run again without tests for self-checks whose output was not kept
     slot: str = "grade"  # a name for the sandbox's cgroup
     worker_memory_mb: int = 3072  # address space of the worker reading one submission (soft limit)
 
@@ -87,6 +87,7 @@ class RunResult:
     memory_peak_mb: Optional[float] = None  # the sandbox's peak memory (cgroup), when known
     escaped: List[int] = field(default_factory=list)  # processes alive after the sandbox was killed
     timed_out: bool = False  # a deadline (cells, hidden-test calls) cut the run: more time may change it
+    first_call_cell: Optional[int] = None  # the cell after which the hidden tests began (None: no call)
 
 
 class ReplyRefused(AnswerError):
@@ -660,6 +661,7 @@ def run_notebook(cells: List[dict], points: Dict[int, List[str]], on_point: Call
     if flooded:
         result.flags.append(f"printed more than {options.max_messages} outputs in a cell (interrupted)")
     first = session.first_call_cell if session is not None else None
+    result.first_call_cell = first
     result.cell_errors = [
         {"cell": i, "ename": str(o.get("ename"))[:100],
          "evalue": "" if first is not None and i > first else str(o.get("evalue"))[:200]}

@@ -4,13 +4,18 @@
   ``MAX_BYTES`` are listed as skipped, with the reason.
 * A student is the exact file name (``a b.ipynb`` and ``a_b.ipynb`` are two students, ``alice
   .ipynb`` is not ``alice``: nothing is stripped); every file name a file system holds is graded.
-* The names the grader writes (``records/``, ``executed/``, ``feedback/``) are derived from the
-  file name by :func:`file_name_part`: readable (letters of any script stay as they are), one-to-one
-  (only ``%``, path separators, control characters and what Windows refuses are ``%XX``-escaped:
-  ``urllib.parse.unquote`` gives the name back) and within file-system limits (a name whose
-  escaped form passes :data:`NAME_BYTES` bytes keeps a readable head and a digest of the whole
-  name, and its record holds the exact name); of two names whose records would collide on a
-  case-insensitive disk, the second is listed as skipped with the reason.
+  This module is the one place that turns a file name into the student (:attr:`Submission.stem`,
+  :attr:`Submission.student`, :func:`matches_student`) and into the names of the files the grader
+  writes for it.
+* Those names (``records/<file>.json``, ``executed/<file>``, ``feedback/<student>.md``) come from
+  one function, :func:`file_name_part`: readable (letters, digits, spaces and punctuation of every
+  script stay: ``erin@uni.example.md``, ``Иванова А.md``), one-to-one (only ``%``, path separators,
+  control and format characters, bytes that are not UTF-8, what Windows refuses, a leading ``.`` or
+  ``-`` and a trailing dot or space become ``%XX``: :func:`name_of_file_part` gives the name back)
+  and within file-system limits: a name whose escaped form passes :data:`NAME_BYTES` bytes keeps a
+  readable head and ends in ``%~`` and a digest of the whole name (its record holds the exact
+  name). Of two names whose files would collide on a case-insensitive disk, the second is listed
+  as skipped with the reason.
 * Names are shown escaped everywhere (:func:`display_name`: CSV, Markdown, terminal): a byte that
   is not UTF-8 becomes ``\\xNN``, a control character (CR, LF, ESC, ...) ``\\xNN`` or
   ``\\uNNNN``, a backslash two backslashes; so a name cannot add a row to ``grades.csv``, move
@@ -33,15 +38,24 @@ from .course import Course, natural_key
 from .markup import LABEL_RE, Chapter, cell_text
 
 __all__ = ["Submission", "list_submissions", "read_notebook", "recognise_chapter", "pick_chapter",
-           "record_name", "file_name_part", "display_name", "redact_paths", "MAX_BYTES", "NAME_BYTES",
-           "notebook_text", "matches_student"]
+           "record_name", "file_name_part", "name_of_file_part", "student_stem", "display_name", "redact_paths",
+           "MAX_BYTES", "NAME_BYTES", "notebook_text", "matches_student"]
 
 MAX_BYTES = 20 * 1024 * 1024
-#: longest name the grader writes, in bytes (a file system allows 255; temporary files add a prefix)
-NAME_BYTES = 200
+#: longest name the grader writes, in bytes, suffix included: ext4, XFS and Btrfs allow 255,
+#: eCryptfs (encrypted home folders) 143, zip archives and Windows 255 UTF-16 units (never more
+#: than the UTF-8 bytes); the temporary file written beside it has a short name of its own
+NAME_BYTES = 140
 #: characters escaped in the names the grader writes: the escape itself, path separators and
 #: what Windows refuses (results are often copied there); control characters are escaped too
 UNSAFE_CHARS = set('%/\\:*?"<>|')
+#: marks a name cut to fit (percent-escaping never produces it), then 16 hex digits of a digest
+CUT = "%~"
+#: the empty name (percent-escaping never produces a lone ``%`` either)
+EMPTY_NAME = "%"
+#: names Windows keeps for devices, with any extension (``nul.md``): their first letter is escaped
+WINDOWS_DEVICES = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)), *(f"LPT{i}" for i in range(1, 10))}
+_ESCAPED_CATEGORIES = ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
 
 
 @dataclass
@@ -54,9 +68,32 @@ class Submission:
     error: str = ""
 
     @property
+    def stem(self) -> str:
+        """The exact file name without ``.ipynb``: what the student's own files are named after."""
+        return student_stem(self.name)
+
+    @property
     def student(self) -> str:
-        """The student as shown everywhere: the file name without ``.ipynb``, escaped."""
-        return display_name(self.name[:-6] if self.name.endswith(".ipynb") else self.name)
+        """The student as shown everywhere (CSV, pages, manual points): the file name without
+        ``.ipynb``, escaped by :func:`display_name` (one-to-one: two files are two students)."""
+        return display_name(self.stem)
+
+    @property
+    def record_file(self) -> str:
+        return record_name(self.name)
+
+    @property
+    def executed_file(self) -> str:
+        return file_name_part(self.name)
+
+    @property
+    def feedback_file(self) -> str:
+        return file_name_part(self.stem, ".md")
+
+
+def student_stem(file_name: str) -> str:
+    """``file_name`` without ``.ipynb`` (exactly: spaces, case and everything else stay)."""
+    return file_name[:-6] if file_name.endswith(".ipynb") else file_name
 
 
 def display_name(name: str) -> str:
@@ -77,41 +114,72 @@ def display_name(name: str) -> str:
     return "".join(out)
 
 
+#: characters of a path's component: a folder's path is redacted only where none stands right
+#: before it or right after it (a final dot ends a sentence): ``/tmp`` in ``/tmp/x``, ``'/tmp'``,
+#: ``in /tmp.`` and ``file:///tmp``, never in ``/var/tmp`` or ``/tmpfs``
+_PATH_CHAR = r"[\w.~@+%-]"
+
+
 def redact_paths(text: str, paths) -> str:
-    """``text`` with the grader's own folders replaced by placeholders (``paths``: name -> path)."""
+    """``text`` with the grader's own folders replaced by placeholders (``paths``: name -> path),
+    whole paths only (``/tmp`` -> ``<tmp>``, ``/tmp/x`` -> ``<tmp>/x``; ``/var/tmp`` stays)."""
+    import re
+
     for name, path in sorted(paths.items(), key=lambda item: -len(str(item[1]))):
         if path and str(path) not in ("/", "."):
-            text = text.replace(str(path), f"<{name}>")
+            pattern = (rf"(?<!{_PATH_CHAR}){re.escape(str(path).rstrip('/'))}"
+                       rf"(?=/|\.?(?!{_PATH_CHAR}))")
+            text = re.sub(pattern, lambda _: f"<{name}>", text)
     return text
 
 
+def _bytes(text: str) -> bytes:
+    """The bytes a file system holds for ``text`` (undecodable bytes come back as they were); a
+    lone surrogate no file name can hold is taken as its UTF-8 form."""
+    try:
+        return os.fsencode(text)
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
 def _escaped(char: str) -> str:
-    return "".join(f"%{byte:02X}" for byte in os.fsencode(char))
+    return "".join(f"%{byte:02X}" for byte in _bytes(char))
 
 
 def file_name_part(name: str, suffix: str = "") -> str:
-    """A file name the grader may write for ``name`` (+ ``suffix``): ``name`` with ``%``, path
-    separators, control and format characters, undecodable bytes and Windows' reserved characters
-    percent-escaped (so ``unquote`` gives ``name`` back), a leading dot and trailing dots and spaces
-    too; at most :data:`NAME_BYTES` bytes with the suffix: a longer one keeps its head (whole
-    characters) and ends in ``~`` and 16 hex digits of the name's SHA-256, so two names never share
-    one (``alice.ipynb`` -> ``alice.ipynb``, ``erin@uni.example`` -> ``erin@uni.example``)."""
+    """The name of a file the grader writes for ``name`` (a submission's file name or a student),
+    ``suffix`` appended: the one function every such name comes from (module docstring).
+
+    ``%``, path separators, Windows' reserved characters (``:*?"<>|``), control and format
+    characters, line separators and undecodable bytes become ``%XX`` (their bytes), and so do a
+    leading ``.`` (a hidden file) or ``-`` (an option to ``pandoc *.md``), the first letter of a
+    Windows device name (``nul``) and, without a suffix, trailing dots and spaces (Windows drops
+    them). :func:`name_of_file_part` gives ``name`` back. At most :data:`NAME_BYTES` bytes with
+    the suffix: a longer name keeps its head (whole characters) and ends in ``%~`` and 16 hex
+    digits of the name's SHA-256, so two names never share one. ``alice.ipynb`` ->
+    ``alice.ipynb``, ``erin@uni.example`` -> ``erin@uni.example``, ``a/b%c`` -> ``a%2Fb%25c``."""
+    if not name:
+        return EMPTY_NAME + suffix
     out = []
     for index, char in enumerate(name):
-        if (char in UNSAFE_CHARS or unicodedata.category(char) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
-                or (index == 0 and char == ".")):
+        if (char in UNSAFE_CHARS or unicodedata.category(char) in _ESCAPED_CATEGORIES
+                or (index == 0 and char in ".-")):
             out.append(_escaped(char))
         else:
             out.append(char)
-    end = len(out)
-    while end > 0 and out[end - 1] in (".", " "):  # Windows drops trailing dots and spaces
-        end -= 1
-        out[end] = _escaped(out[end])
+    if not suffix:
+        end = len(out)
+        while end > 0 and out[end - 1] in (".", " "):  # Windows drops trailing dots and spaces
+            end -= 1
+            out[end] = _escaped(out[end])
+    if (name + suffix).split(".")[0].rstrip(" ").upper() in WINDOWS_DEVICES:
+        out[0] = _escaped(out[0])  # CON, nul.md, Com1.json: device names on Windows
     text = "".join(out)
-    if len(text.encode("utf-8")) + len(suffix.encode("utf-8")) <= NAME_BYTES:
+    suffix_bytes = len(suffix.encode("utf-8"))
+    if len(text.encode("utf-8")) + suffix_bytes <= NAME_BYTES:
         return text + suffix
-    digest = "~" + hashlib.sha256(os.fsencode(name)).hexdigest()[:16]
-    room = NAME_BYTES - len(digest) - len(suffix.encode("utf-8"))
+    digest = CUT + hashlib.sha256(_bytes(name)).hexdigest()[:16]
+    room = NAME_BYTES - len(digest) - suffix_bytes
     head, used = [], 0
     for piece in out:  # whole characters (and whole escapes) only
         size = len(piece.encode("utf-8"))
@@ -120,6 +188,19 @@ def file_name_part(name: str, suffix: str = "") -> str:
         head.append(piece)
         used += size
     return "".join(head) + digest + suffix
+
+
+def name_of_file_part(file_name: str, suffix: str = "") -> Optional[str]:
+    """The name :func:`file_name_part` made ``file_name`` of (``suffix`` removed); ``None`` for a
+    name cut to fit (its record holds the exact name)."""
+    from urllib.parse import unquote_to_bytes
+
+    stem = file_name[: -len(suffix)] if suffix and file_name.endswith(suffix) else file_name
+    if CUT in stem:
+        return None
+    if stem == EMPTY_NAME:
+        return ""
+    return os.fsdecode(unquote_to_bytes(stem))
 
 
 def record_name(file_name: str) -> str:
@@ -157,13 +238,15 @@ def list_submissions(folder: Path) -> Tuple[List[Submission], List[Tuple[str, st
                 skipped.append((name, f"could not be read ({err.strerror})"))
     seen = {}
     kept = []
-    for sub in subs:
-        key = record_name(sub.name).lower()
-        if key in seen:
-            skipped.append((sub.name, f"differs from {display_name(seen[key])} only in upper/lower case (their "
-                                      "records would collide on some disks): rename one and grade again"))
+    for sub in subs:  # the files written for each: its record, executed copy and feedback page
+        keys = {(folder, name.lower()) for folder, name in
+                (("records", sub.record_file), ("executed", sub.executed_file), ("feedback", sub.feedback_file))}
+        clash = next((seen[key] for key in keys if key in seen), None)
+        if clash is not None:
+            skipped.append((sub.name, f"differs from {display_name(clash)} only in upper/lower case (their "
+                                      "files would collide on some disks): rename one and grade again"))
             continue
-        seen[key] = sub.name
+        seen.update(dict.fromkeys(keys, sub.name))
         kept.append(sub)
     return kept, skipped
 
@@ -218,8 +301,7 @@ def recognise_chapter(nb, course: Course) -> Optional[Chapter]:
 def matches_student(sub: Submission, wanted: str) -> bool:
     """Whether ``--student wanted`` names ``sub``: its exact file name, with or without ``.ipynb``,
     or the name as the grader shows it (escaped, e.g. copied from grades.csv)."""
-    stem = sub.name[:-6] if sub.name.endswith(".ipynb") else sub.name
-    return wanted in (sub.name, stem, sub.student, display_name(sub.name))
+    return wanted in (sub.name, sub.stem, sub.student, display_name(sub.name))
 
 
 def pick_chapter(course: Course, wanted: str) -> Chapter:

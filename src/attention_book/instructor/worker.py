@@ -42,11 +42,14 @@ _LENGTH = struct.Struct("<Q")
 
 
 def hard_deadline(options: RunOptions) -> float:
-    """Seconds after which a submission's worker (and sandbox) is killed, whatever it does
-    (the notebook's run, then the own-work run of :mod:`.clean_room`)."""
+    """Seconds after which a submission's worker (and sandbox) is killed, whatever it does (the
+    notebook's run, the own-work run of :mod:`.clean_room`, and the second run for the
+    self-checks' outputs, feedback.complete_self_checks)."""
     from .clean_room import extra_seconds
 
-    return START_SECONDS + options.timeout + options.tests_timeout + extra_seconds(options) + GRACE_SECONDS
+    rerun = START_SECONDS + options.timeout if options.self_check_rerun else 0.0
+    return (START_SECONDS + options.timeout + options.tests_timeout + extra_seconds(options)
+            + GRACE_SECONDS + rerun)
 
 
 # ------------------------------------------------------------------------------------------------
