@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
 # Creates .venv with everything needed to build the book and run the tests.
 # Idempotent: a second run only re-installs when requirements or pyproject changed.
-#   tools/setup.sh            python packages (venv, torch CPU wheel first, requirements-dev)
+#   tools/setup.sh            python packages (venv, PyTorch, requirements-dev at the locked versions)
 #   tools/setup.sh --browser  also Chromium (Debian package) and a local MathJax copy for browser tests
 #   tools/setup.sh --nonroot  (root) an unprivileged user and its venv for the grader's security suite
+# It first checks the Python (3.11 or newer: tools/setup_common.sh says why), and installs PyTorch
+# once into .cache/torch/, shared with make lab's environment (without a CUDA GPU: the CPU build
+# from PyTorch's CPU index), then says what it installed and how big the environment is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+SETUP_TAG=setup
+source tools/setup_common.sh
 
 VENV=${VENV:-.venv}
-PYTHON=${PYTHON:-python3}
-# On a machine without a GPU, install the CPU build of torch first so that the
-# `torch>=2.5` range in requirements.txt is already satisfied (no multi-GB CUDA wheel).
 TORCH_SPEC_DEFAULT="torch==2.13.0"  # the torch pin of requirements-lock.txt (tests/test_lock.py)
 TORCH_SPEC=${TORCH_SPEC:-$TORCH_SPEC_DEFAULT}
 
 if [ ! -x "$VENV/bin/python" ]; then
-  echo "[setup] creating virtual environment $VENV"
+  choose_python
+  say "creating virtual environment $VENV with $PYTHON ($("$PYTHON" --version 2>&1))"
   "$PYTHON" -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip
+else
+  check_venv_python "$VENV"
 fi
 
 stamp="$VENV/.attention-book-installed"
@@ -26,20 +31,18 @@ inputs="requirements.txt requirements-dev.txt requirements-lock.txt pyproject.to
 # "Dependencies"): the same versions on every machine, so the site looks and works the same.
 LOCK=requirements-lock.txt
 if [ "$TORCH_SPEC" != "$TORCH_SPEC_DEFAULT" ]; then
-  # another torch on purpose (TORCH_SPEC=...): lock everything else
+  # another torch on purpose (TORCH_SPEC=..., e.g. make test-compat): lock everything else
   mkdir -p "$VENV"
   grep -v -i '^torch==' requirements-lock.txt > "$VENV/.lock-without-torch.txt"
   LOCK="$VENV/.lock-without-torch.txt"
 fi
 if [ ! -f "$stamp" ] || [ -n "$(find $inputs -newer "$stamp" 2>/dev/null)" ]; then
-  if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
-    echo "[setup] installing $TORCH_SPEC"
-    "$VENV/bin/python" -m pip install -q "$TORCH_SPEC"
-  fi
-  echo "[setup] installing requirements-dev.txt (versions from $LOCK)"
+  use_shared_torch "$VENV" "$TORCH_SPEC" "$LOCK"
+  say "installing requirements-dev.txt (versions from $LOCK)"
   "$VENV/bin/python" -m pip install -q -c "$LOCK" -r requirements-dev.txt
   "$VENV/bin/python" -m ipykernel install --sys-prefix --name python3 >/dev/null
   touch "$stamp"
+  report_size "$VENV"
 fi
 
 # The autograder runs each submission isolated with bubblewrap (`attention-book grade` refuses
@@ -79,12 +82,15 @@ if [ "${1:-}" = "--nonroot" ]; then
     mkdir -p .cache
     "$system_python" -m venv "$nonroot_venv"
     "$nonroot_venv/bin/python" -m pip install -q --upgrade pip
-    "$nonroot_venv/bin/python" -m pip install -q -c "$LOCK" "$TORCH_SPEC" numpy matplotlib ipywidgets anywidget tiktoken tqdm \
+    use_shared_torch "$nonroot_venv" "$TORCH_SPEC" "$LOCK"
+    "$nonroot_venv/bin/python" -m pip install -q -c "$LOCK" numpy matplotlib ipywidgets anywidget tiktoken tqdm \
       nbformat ipykernel jupyter_client pyzmq pyyaml pytest pytest-timeout hypothesis
     "$nonroot_venv/bin/python" -m pip install -q --no-deps -e .
     touch "$nonroot_stamp"
   fi
   chmod -R a+rX "$nonroot_venv"
+  torch_pth=$("$nonroot_venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/attention-book-torch.pth
+  if [ -f "$torch_pth" ]; then chmod -R a+rX "$(cat "$torch_pth")"; fi  # the shared PyTorch it reads
   exit 0
 fi
 
