@@ -73,10 +73,12 @@ test:
 	$(PY) -m pytest -p no:cacheprovider -q -ra -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # Unit tests only (no notebooks, no book, no browser): under a minute on two cores, on two
-# pytest-xdist workers (collecting the suite alone takes a worker about 12 s).
+# pytest-xdist workers (collecting the suite alone takes a worker about 12 s), each computing on one
+# thread: the tensors are tiny, and PyTorch's OpenMP threads spin when the cores are busy with other
+# programs (test_hello_world.py took 7.7 min with two threads on a loaded 2-core machine, 62 s with one).
 TEST_FAST_WORKERS ?= 2
 test-fast: setup
-	$(PY) -m pytest -p no:cacheprovider -q -m "not slow and not browser" -n $(TEST_FAST_WORKERS) $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 $(PY) -m pytest -p no:cacheprovider -q -m "not slow and not browser" -n $(TEST_FAST_WORKERS) $(PYTEST_ARGS)
 
 # The readers' PyTorch range (requirements.txt: torch>=2.5) at both ends: every chapter (run twice,
 # as in make test), the quoted numbers and the unit tests, on the lowest release the range allows

@@ -217,21 +217,32 @@ def test_two_environments_share_one_cpu_build_from_the_cpu_index(machine, tmp_pa
     shared = tmp_path / "torch" / f"py{sys.version_info[0]}.{sys.version_info[1]}-torch==9.9.9-cpu"
     assert f"installing PyTorch (torch==9.9.9) into {shared}" in first.stdout
     assert f"the CPU build from {index.as_uri()}" in first.stdout
-    assert re.search(rf"PyTorch 9\.9\.9\+cpu \(CPU build\) for {book}, shared from {shared} \(\d+ MB\)", first.stdout)
-    assert f"plus the shared PyTorch in {shared}" in first.stdout
+    assert re.search(rf"PyTorch 9\.9\.9\+cpu \(CPU build\) for {book}, from {shared} \(\d+ MB, stored once",
+                     first.stdout), first.stdout
+    assert re.search(rf"{book}: \d+ MB of its own, plus PyTorch's \d+ MB shared", first.stdout), first.stdout
 
     second = bash(f"use_shared_torch {lab} torch==9.9.9", env)
     assert second.returncode == 0, second.stderr
     assert "installing" not in second.stdout, "the second environment installed PyTorch again"
+    stored = shared / "torch" / "__init__.py"
     for environment in (book, lab):
         version, cuda, location = imported_torch(environment, env).split()
-        assert (version, cuda) == ("9.9.9+cpu", "None") and location.startswith(str(shared))
+        assert (version, cuda) == ("9.9.9+cpu", "None")
+        # an ordinary installed package of the environment (site-packages: the grader's sandbox
+        # binds it, the self-checks read it as library code), stored once: the same file
+        assert Path(location).parent.parent.name == "site-packages" and str(environment) in location
+        assert os.path.samefile(location, stored)
+    assert os.stat(stored).st_nlink == 3
     # pip in the environment sees the shared torch as installed: a requirement on it is satisfied
     done = subprocess.run([lab / "bin" / "python", "-m", "pip", "install", "--no-index", "torch>=9"],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "already satisfied" in done.stdout, done.stdout + done.stderr
     # an environment that already has a matching torch is left alone
     assert bash(f"use_shared_torch {lab} torch==9.9.9", env).stdout == ""
+    # removing it from one environment leaves the others and the store as they were
+    subprocess.run([lab / "bin" / "python", "-m", "pip", "uninstall", "-q", "-y", "torch"], env=env, check=True,
+                   capture_output=True, timeout=120)
+    assert imported_torch(book, env).startswith("9.9.9+cpu") and stored.is_file()
 
 
 @pytest.mark.slow

@@ -63,7 +63,7 @@ for version in "${versions[@]}"; do
   mkdir -p "$build"
   result=passed
   say "PyTorch $installed: the unit tests"
-  if ! ATTENTION_BOOK_TEST_BUILD=$build "$venv/bin/python" -m pytest -p no:cacheprovider -q -ra \
+  if ! ATTENTION_BOOK_TEST_BUILD=$build OMP_NUM_THREADS=1 "$venv/bin/python" -m pytest -p no:cacheprovider -q -ra \
       -m "not slow and not browser" -n 2 "${deselect[@]}" ${PYTEST_ARGS:-} 2>&1 | tee "$build/unit-tests.log"; then
     result=failed
   fi

@@ -26,7 +26,7 @@ fi
 stamp="$VENV/.attention-book-lab-installed"
 if [ ! -f "$stamp" ] || [ -n "$(find requirements.txt pyproject.toml -newer "$stamp" 2>/dev/null)" ]; then
   site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  if [ -d "$site/torch" ]; then  # made before PyTorch was shared
+  if [ -d "$site/torch" ] && [ ! -f "$VENV/.attention-book-torch" ]; then  # made before PyTorch was shared
     say "note: $VENV has its own copy of PyTorch ($(megabytes "$site/torch") MB); delete $VENV and run make lab again to share .venv's instead"
   fi
   use_shared_torch "$VENV" "$TORCH_SPEC" requirements-lock.txt

@@ -88,9 +88,7 @@ if [ "${1:-}" = "--nonroot" ]; then
     "$nonroot_venv/bin/python" -m pip install -q --no-deps -e .
     touch "$nonroot_stamp"
   fi
-  chmod -R a+rX "$nonroot_venv"
-  torch_pth=$("$nonroot_venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/attention-book-torch.pth
-  if [ -f "$torch_pth" ]; then chmod -R a+rX "$(cat "$torch_pth")"; fi  # the shared PyTorch it reads
+  chmod -R a+rX "$nonroot_venv"  # PyTorch's files in it are hard links: the shared copy becomes readable too
   exit 0
 fi
 

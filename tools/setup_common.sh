@@ -6,8 +6,9 @@
 #   soupsieve is pinned to 2.10 (its 3.x and 4.x need 3.11.5; Debian 12's python3.11 is 3.11.2).
 #   pyproject.toml's requires-python says the same (tests/test_setup_scripts.py keeps them equal).
 # * One PyTorch: installed once per Python version and torch version into .cache/torch/<name>/
-#   (`pip install --target`), and made visible to each virtual environment by a .pth file, so .venv
-#   (book, tests) and .cache/lab-venv (make lab) do not hold two copies of a 0.7-5 GB package.
+#   (`pip install --target`), and hard-linked into each virtual environment, so .venv (book,
+#   tests), .cache/lab-venv (make lab) and the grader's .cache/venv-nonroot do not store two
+#   copies of a 0.9-5 GB package.
 #   Without a CUDA GPU (no `nvidia-smi -L`) on Linux the CPU build comes from PyTorch's CPU index
 #   (PyPI's Linux wheel is the CUDA build, several GB with its nvidia-* packages); when that index
 #   cannot be reached, pip's own configuration decides and a line says so.
@@ -95,21 +96,26 @@ torch_why() {
 
 megabytes() { du -sm "$1" 2>/dev/null | cut -f1; }
 
-# use_shared_torch VENV SPEC [CONSTRAINTS]: make VENV see the shared PyTorch for SPEC, installing it
+# use_shared_torch VENV SPEC [CONSTRAINTS]: give VENV the shared PyTorch for SPEC, installing it
 # into $TORCH_DIR the first time (torch's dependencies at the versions CONSTRAINTS pins, e.g. the
 # lock). Nothing happens when VENV already imports a torch that SPEC accepts.
+#
+# The files are hard-linked into VENV's site-packages, not copied and not added by a .pth file:
+# stored once on disk, yet to everything that looks at the environment (pip, the grader's sandbox,
+# which binds site-packages read-only, the self-checks, which tell library frames by their folder)
+# PyTorch is an ordinary installed package. Across file systems, where hard links are impossible,
+# the files are copied and a line says so.
 use_shared_torch() {
   local venv=$1 spec=$2 constraints=${3:-} py current plan variant args tag name dir site
   py="$venv/bin/python"
-  if current=$("$py" -c 'import os, torch; print(torch.__version__, os.path.dirname(os.path.dirname(torch.__file__)))' 2>/dev/null); then
+  site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  if current=$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null); then
     # an exact pin must match (local labels such as +cpu aside); any other spec takes any torch
-    if ! [[ $spec =~ ^torch==(.+)$ ]] || [ "${current%% *}" = "${BASH_REMATCH[1]}" ] || [[ ${current%% *} == "${BASH_REMATCH[1]}+"* ]]; then
+    if ! [[ $spec =~ ^torch==(.+)$ ]] || [ "$current" = "${BASH_REMATCH[1]}" ] || [[ $current == "${BASH_REMATCH[1]}+"* ]]; then
       return 0
     fi
-    say "$venv has PyTorch ${current%% *}; $spec replaces it"
-    if [ "$(cd "${current#* }" && pwd)" = "$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" ]; then
-      "$py" -m pip uninstall -q -y torch  # its own copy would hide the shared one
-    fi
+    say "$venv has PyTorch $current; $spec replaces it"
+    "$py" -m pip uninstall -q -y torch
   fi
   plan=$(torch_plan "$spec")
   variant=${plan%% *}
@@ -131,18 +137,41 @@ use_shared_torch() {
     mv "$dir.partial" "$dir"
     echo "$spec ($variant)" > "$dir/.installed"
   fi
-  site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  (cd "$dir" && pwd) > "$site/attention-book-torch.pth"
-  say "PyTorch $("$py" -c 'import torch; print(torch.__version__, "(CUDA %s build)" % torch.version.cuda if torch.version.cuda else "(CPU build)")') for $venv, shared from $dir ($(megabytes "$dir") MB)"
+  "$py" - "$dir" "$site" <<'EOF'
+import os, shutil, sys
+store, site = sys.argv[1], sys.argv[2]
+copied = 0
+for top in sorted(os.listdir(store)):
+    # bin/: console scripts written for the installing interpreter; a package the environment
+    # already has (from an earlier install) stays as it is
+    if top in ("bin", ".installed") or os.path.lexists(os.path.join(site, top)):
+        continue
+    for folder, dirs, files in os.walk(os.path.join(store, top)):
+        target = os.path.join(site, os.path.relpath(folder, store))
+        os.makedirs(target, exist_ok=True)
+        for name in files:
+            source, link = os.path.join(folder, name), os.path.join(target, name)
+            try:
+                os.link(source, link)
+            except OSError:  # another file system
+                shutil.copy2(source, link)
+                copied += os.path.getsize(link)
+if copied:
+    print(f"[note] {store} and {site} are on different file systems: PyTorch was copied "
+          f"({copied >> 20} MB more on disk)")
+EOF
+  echo "$(cd "$dir" && pwd)" > "$venv/.attention-book-torch"
+  say "PyTorch $("$py" -W ignore -c 'import torch; print(torch.__version__, "(CUDA %s build)" % torch.version.cuda if torch.version.cuda else "(CPU build)")') for $venv, from $dir ($(megabytes "$dir") MB, stored once: hard links)"
 }
 
-# The size of an environment, with and without the shared PyTorch it points at.
+# The size of an environment: what it holds of its own, and the shared PyTorch it links to.
 report_size() {
-  local venv=$1 py pth
-  py="$venv/bin/python"
-  pth=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/attention-book-torch.pth
-  if [ -f "$pth" ]; then
-    say "$venv: $(megabytes "$venv") MB, plus the shared PyTorch in $(cat "$pth") ($(megabytes "$(cat "$pth")") MB)"
+  local venv=$1 store total shared
+  store=$(cat "$venv/.attention-book-torch" 2>/dev/null || true)
+  if [ -n "$store" ] && [ -d "$store" ]; then
+    total=$(du -smc "$store" "$venv" 2>/dev/null | tail -1 | cut -f1)  # du counts a linked file once
+    shared=$(megabytes "$store")
+    say "$venv: $((total - shared)) MB of its own, plus PyTorch's $shared MB shared with the other environments ($store)"
   else
     say "$venv: $(megabytes "$venv") MB (its own PyTorch included)"
   fi
