@@ -73,6 +73,7 @@ def fake_torch_wheel(folder: Path, version: str, cuda) -> Path:
     files = {
         "torch/__init__.py": f"__version__ = {version!r}\nfrom . import version\n",
         "torch/version.py": f"cuda = {cuda!r}\n",
+        "fake_torch_helper.py": "HELPS = True\n",  # a module of one file, as typing_extensions.py is
         f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n",
         f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
@@ -107,7 +108,7 @@ def new_venv(path: Path) -> Path:
 
 def imported_torch(venv_dir: Path, env: dict) -> str:
     done = subprocess.run([venv_dir / "bin" / "python", "-c",
-                           "import torch; print(torch.__version__, torch.version.cuda, torch.__file__)"],
+                           "import fake_torch_helper, torch; print(torch.__version__, torch.version.cuda, torch.__file__)"],
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()

@@ -142,9 +142,15 @@ import os, shutil, sys
 store, site = sys.argv[1], sys.argv[2]
 copied = 0
 for top in sorted(os.listdir(store)):
-    # bin/: console scripts written for the installing interpreter; a package the environment
+    # bin/, share/: scripts for the installing interpreter, data for a prefix; a package the environment
     # already has (from an earlier install) stays as it is
-    if top in ("bin", ".installed") or os.path.lexists(os.path.join(site, top)):
+    if top in ("bin", "share", "include", "etc", ".installed") or os.path.lexists(os.path.join(site, top)):
+        continue
+    if not os.path.isdir(os.path.join(store, top)):  # a module of one file (typing_extensions.py)
+        try:
+            os.link(os.path.join(store, top), os.path.join(site, top))
+        except OSError:
+            shutil.copy2(os.path.join(store, top), os.path.join(site, top))
         continue
     for folder, dirs, files in os.walk(os.path.join(store, top)):
         target = os.path.join(site, os.path.relpath(folder, store))
@@ -161,7 +167,11 @@ if copied:
           f"({copied >> 20} MB more on disk)")
 EOF
   echo "$(cd "$dir" && pwd)" > "$venv/.attention-book-torch"
-  say "PyTorch $("$py" -W ignore -c 'import torch; print(torch.__version__, "(CUDA %s build)" % torch.version.cuda if torch.version.cuda else "(CPU build)")') for $venv, from $dir ($(megabytes "$dir") MB, stored once: hard links)"
+  if ! current=$("$py" -W ignore -c 'import torch; print(torch.__version__, "(CUDA %s build)" % torch.version.cuda if torch.version.cuda else "(CPU build)")'); then
+    echo "[${SETUP_TAG:-setup}] PyTorch from $dir does not import in $venv (the error is above): delete $dir and run this again" >&2
+    exit 1
+  fi
+  say "PyTorch $current for $venv, from $dir ($(megabytes "$dir") MB, stored once: hard links)"
 }
 
 # The size of an environment: what it holds of its own, and the shared PyTorch it links to.
