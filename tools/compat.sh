@@ -11,7 +11,9 @@
 #   .cache/torch/ (the CPU build where PyTorch's CPU index is reachable; here, and wherever it is
 #   not, PyPI's CUDA build: about 2.8 GB to download for 2.5.0) and reused by later runs.
 # * _build/compat/torch-<version>/: the executed chapters and their times (ATTENTION_BOOK_TEST_BUILD),
-#   never mixed with make test's _build/executed.
+#   never mixed with make test's _build/executed; with that folder present (make test ran first, as
+#   in .ci/run), printed-differences.txt lists what each chapter prints differently there, cell by
+#   cell (tools/compat_diff.py): the list to check the prose against.
 # * Left out, with the reason: the lock check (this environment's torch differs from the lock on
 #   purpose) and, below torch 2.6, the tests that load GPT-2 through transformers: the locked
 #   transformers refuses torch < 2.6 (readers never install transformers; chapter 9 runs without it).
@@ -71,6 +73,10 @@ for version in "${versions[@]}"; do
   if ! ATTENTION_BOOK_TEST_BUILD=$build "$venv/bin/python" -m pytest -p no:cacheprovider -q -ra \
       tests/test_notebooks.py tests/test_quoted_numbers.py ${PYTEST_ARGS:-} 2>&1 | tee "$build/chapters.log"; then
     result=failed
+  fi
+  if [ -d _build/executed ] && [ -d "$build/executed" ]; then  # make test's run on the locked PyTorch
+    say "PyTorch $installed: what the chapters print differently from make test's run (_build/executed)"
+    .venv/bin/python tools/compat_diff.py _build/executed "$build/executed" | tee "$build/printed-differences.txt"
   fi
   [ $result = passed ] || status=1
   summary+=("PyTorch $installed: $result in $(( $(date +%s) - started )) s (logs and executed chapters in $build)")
