@@ -30,14 +30,20 @@ inputs="requirements.txt requirements-dev.txt requirements-lock.txt pyproject.to
 # Build and test dependencies are locked (tools/lock.sh writes the lock; CONTRIBUTING.md,
 # "Dependencies"): the same versions on every machine, so the site looks and works the same.
 LOCK=requirements-lock.txt
+TORCH_LOCK=$LOCK  # torch's own dependencies at the locked versions
 if [ "$TORCH_SPEC" != "$TORCH_SPEC_DEFAULT" ]; then
-  # another torch on purpose (TORCH_SPEC=..., e.g. make test-compat): lock everything else
-  mkdir -p "$VENV"
-  grep -v -i '^torch==' requirements-lock.txt > "$VENV/.lock-without-torch.txt"
+  # another torch on purpose (TORCH_SPEC=..., e.g. make test-compat): it brings the dependencies it
+  # pins (torch 2.5 pins sympy 1.13.1, the lock has 1.14), the lock holds everything else
+  TORCH_LOCK=""
   LOCK="$VENV/.lock-without-torch.txt"
 fi
 if [ ! -f "$stamp" ] || [ -n "$(find $inputs -newer "$stamp" 2>/dev/null)" ]; then
-  use_shared_torch "$VENV" "$TORCH_SPEC" "$LOCK"
+  use_shared_torch "$VENV" "$TORCH_SPEC" "$TORCH_LOCK"
+  if [ "$LOCK" != requirements-lock.txt ]; then
+    brought=$(cd "$(cat "$VENV/.attention-book-torch")" && ls -d ./*.dist-info \
+      | sed -E 's#^\./##; s#-[^-]+\.dist-info$##; s#[-_.]+#[-_.]#g' | paste -sd'|' -)
+    grep -v -i -E "^(torch|${brought:-torch})==" requirements-lock.txt > "$LOCK"
+  fi
   say "installing requirements-dev.txt (versions from $LOCK)"
   "$VENV/bin/python" -m pip install -q -c "$LOCK" -r requirements-dev.txt
   "$VENV/bin/python" -m ipykernel install --sys-prefix --name python3 >/dev/null
@@ -82,7 +88,8 @@ if [ "${1:-}" = "--nonroot" ]; then
     mkdir -p .cache
     "$system_python" -m venv "$nonroot_venv"
     "$nonroot_venv/bin/python" -m pip install -q --upgrade pip
-    use_shared_torch "$nonroot_venv" "$TORCH_SPEC" "$LOCK"
+    use_shared_torch "$nonroot_venv" "$TORCH_SPEC" "$TORCH_LOCK"
+    [ -f "$LOCK" ] || grep -v -i '^torch==' requirements-lock.txt > "$LOCK"
     "$nonroot_venv/bin/python" -m pip install -q -c "$LOCK" numpy matplotlib ipywidgets anywidget tiktoken tqdm \
       nbformat ipykernel jupyter_client pyzmq pyyaml pytest pytest-timeout hypothesis
     "$nonroot_venv/bin/python" -m pip install -q --no-deps -e .
