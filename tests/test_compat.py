@@ -35,9 +35,10 @@ def test_the_floor_is_requirements_txt_s_and_ci_runs_both_ends():
 
 def test_compat_leaves_out_only_what_it_names():
     script = (ROOT / "tools" / "compat.sh").read_text()
-    left_out = re.findall(r"--deselect ([^\s)]+)|-k \"([^\"]+)\"", script)
-    assert left_out == [("tests/test_lock.py::test_this_environment_runs_the_locked_versions", ""),
-                        ("", "not transformers and not from_pretrained")]
+    left_out = re.findall(r"--(?:deselect|ignore) ([^\s)]+)|-k ", script)
+    assert left_out == ["tests/test_lock.py::test_this_environment_runs_the_locked_versions",
+                        "tests/test_gradescope.py"]
+    assert 'pip install -q "transformers<5"' in script  # below torch 2.6 the GPT-2 tests still run
     assert "tests/test_notebooks.py tests/test_quoted_numbers.py" in script
     assert '-m "not slow and not browser"' in script
 
