@@ -83,7 +83,8 @@ test-fast: setup
 # The readers' PyTorch range (requirements.txt: torch>=2.5) at both ends: every chapter (run twice,
 # as in make test), the quoted numbers and the unit tests, on the lowest release the range allows
 # and on the newest pip can install, each in its own environment under .cache/compat/ (PyTorch in
-# .cache/torch/, reused by later runs). tools/compat.sh says what it runs and skips and why.
+# .cache/torch/, reused by later runs). tools/compat.sh says what it runs and skips and why, and
+# how long it takes: GitHub's workflow runs it (one job per end), .ci/run does not.
 COMPAT_TORCH ?= floor newest
 test-compat: setup
 	@tools/compat.sh $(COMPAT_TORCH)

