@@ -41,7 +41,7 @@ GROUPS = {
     # the built site: one book build (the build itself is also locked, see book_build)
     "site": {"test_accessibility", "test_chapter_pages", "test_dark_mode", "test_exercise_numbering",
              "test_explorers_browser", "test_figures", "test_launch_links", "test_navigation", "test_site",
-             "test_solution_tap"},
+             "test_site_numbers", "test_solution_tap"},
     # graders: each grades a class or two; the hostile suite (its own unit, the longest) runs beside
     # them, since it counts only processes of sandbox user ids no grader holds (stray_processes)
     "grader": {"test_grade", "test_classroom", "test_gradescope", "test_grader_bounds"},

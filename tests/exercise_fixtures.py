@@ -130,3 +130,92 @@ def fixture_tests(chapter: str, checks: dict, wrong_answers: dict) -> dict:
             assert verdict.score < 1.0
 
     return {name: value for name, value in locals().items() if name.startswith("test_")}
+
+
+# ---------------------------------------------------------------- the grader's view of one answer
+
+
+@lru_cache(maxsize=None)
+def chapter_definitions(chapter: str) -> dict:
+    """The chapter notebook's imports, functions and classes run top to bottom (the answer cells
+    hold the solution): the namespace the grader's hidden tests see, without training or plots."""
+    import ast
+    import contextlib
+    import io
+
+    ns: dict = {"__name__": "__main__"}
+    for cell in _cells(chapter):
+        if cell.cell_type != "code":
+            continue
+        tree = ast.parse("".join(line for line in cell.source.splitlines(True)
+                                 if not line.lstrip().startswith(("%", "!"))))
+        tree.body = [node for node in tree.body
+                     if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef))]
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(tree, str(notebook_path(chapter)), "exec"), ns)  # noqa: S102 - the course's code
+    return ns
+
+
+def hidden_verdict(chapter: str, label: str, code: str, name: str = "answer"):
+    """``(results, zero_reasons)``: the grader's hidden tests of ``label`` run on the answer ``code``
+    (its names replace the chapter's solution), and why the grader's source rules give it 0
+    (imports the course package, breaks the exercise's rule) - empty when none applies."""
+    from attention_book.instructor.grade import run_tests
+    from attention_book.instructor.hidden import LocalSession, load_hidden_tests
+    from attention_book.instructor.planning import rule_violations, scan_code
+    from wrong_answers import load_answer
+
+    tests = load_hidden_tests(ROOT / "instructor" / "hidden_tests" / f"ch{chapter}.py")[label]
+    reference = LocalSession(dict(chapter_definitions(chapter)))
+    ns = dict(chapter_definitions(chapter))
+    ns.update({k: v for k, v in load_answer(code, name).items() if k != "__builtins__"})
+    results = run_tests(tests, LocalSession(ns, code), reference)
+    zero = [flag for flag in scan_code(code, set()) if "course package" in flag]
+    zero += [message for message, _ in rule_violations(label, code, [code], [])]
+    return results, zero
+
+
+def hidden_score(results, label: str, zero=()) -> float:
+    """The fraction of the points the grader gives (0 when a source rule applies)."""
+    from attention_book.instructor.hidden import load_hidden_tests
+    from attention_book.instructor.scoring import score_exercise
+
+    tests = load_hidden_tests(ROOT / "instructor" / "hidden_tests" / f"ch{label[3:5]}.py")[label]
+    points, _ = score_exercise(results, tests, 1.0, zero_reason=zero[0] if zero else "")
+    return points
+
+
+def answer_tests(chapter: str, checks: dict, wrong_answers: dict, correct_answers: dict) -> dict:
+    """Tests of unusual right answers and of the grader's agreement, for ``globals().update(...)``.
+
+    ``correct_answers``: label -> {name: code}. Each right answer passes the self-check and earns
+    every hidden point; a wrong answer named ``the-given-bug...`` (a find-the-bug exercise's code
+    as given) fails the exercise's main hidden test, its first registered non-guard test."""
+    import pytest
+
+    from attention_book.instructor.hidden import load_hidden_tests
+
+    run = answer_runner(checks)
+    right = [(label, name, code) for label, answers in correct_answers.items() for name, code in answers.items()]
+    given = [(label, answer) for label, answers in wrong_answers.items() for answer in answers
+             if answer.name.startswith("the-given-bug")]
+
+    @pytest.mark.parametrize("label,name,code", right, ids=[f"{label}:{name}" for label, name, _ in right])
+    def test_unusual_right_answers_pass_the_self_check(label, name, code):
+        verdict = run(label, code, name)
+        assert verdict.ok, str(verdict)
+
+    @pytest.mark.parametrize("label,name,code", right, ids=[f"{label}:{name}" for label, name, _ in right])
+    def test_unusual_right_answers_earn_every_hidden_point(label, name, code):
+        results, zero = hidden_verdict(chapter, label, code, name)
+        assert not zero, zero
+        assert all(r["passed"] for r in results), [r for r in results if not r["passed"]]
+
+    @pytest.mark.parametrize("label,answer", given, ids=[label for label, _ in given])
+    def test_the_given_bug_fails_the_main_hidden_test(label, answer):
+        tests = load_hidden_tests(ROOT / "instructor" / "hidden_tests" / f"ch{chapter}.py")[label]
+        main = next(test.name for test in tests if not test.guard)
+        results, _ = hidden_verdict(chapter, label, answer.code, answer.name)
+        assert not next(r for r in results if r["name"] == main)["passed"], f"{label}: {main} passes the bug"
+
+    return {name: value for name, value in locals().items() if name.startswith("test_")}

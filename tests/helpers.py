@@ -10,6 +10,33 @@ ROOT = Path(__file__).resolve().parents[1]
 # make test-compat runs the chapters on other PyTorch versions: each run writes its executed
 # notebooks and times into its own folder (tools/compat.sh sets it), never over make test's.
 BUILD = Path(os.environ.get("ATTENTION_BOOK_TEST_BUILD") or ROOT / "_build").resolve()
+#: executed chapters, each with the fingerprint of its run (tests/test_quoted_numbers.py reads them)
+EXECUTED = BUILD / "executed"
+
+#: Chapters that another branch brings under CONTRIBUTING's "Numbers" rule (issue 27: the gpu9 and
+#: gpu10 engineers convert chapters 9 and 10). Their checks in tests/test_quoted_numbers.py and
+#: tests/test_site_numbers.py are expected to fail until then; strictly, so that a pending chapter
+#: that passes fails: delete its entry when its branch is merged.
+NUMBERS_RULE_PENDING = {"09_gpt": "issue 27, gpu9: chapter 9's prose and timings",
+                        "10_attention_at_scale": "issue 27, gpu10: chapter 10's prose and timings"}
+
+
+def numbers_rule_params(paths) -> list:
+    """``paths`` as pytest params, the pending chapters marked as strict expected failures."""
+    import pytest
+
+    return [pytest.param(path, id=path.stem, marks=[pytest.mark.xfail(strict=True, reason=NUMBERS_RULE_PENDING[path.stem])]
+                         if path.stem in NUMBERS_RULE_PENDING else []) for path in paths]
+
+
+# Bounds of the tests' waits, in seconds. Every wait ends as soon as its condition holds (a cell
+# finished, a kernel answered, a server listens); the bound only turns a hang into a failure, so it
+# is generous: `make test` runs three workers on two cores beside notebook kernels, graders and the
+# book build, where a step that takes a second on a quiet machine can take minutes (issue 28: a
+# page load took over 120 s). Speed itself is never asserted; benchmarks print it.
+CELL_TIMEOUT = 1800  # one notebook cell (chapter 9's training cell: about 100 s on a quiet CPU)
+KERNEL_START_TIMEOUT = 600  # a fresh kernel answering its first request (nbclient's default: 60)
+SERVER_START_TIMEOUT = 600  # a server started by a test (JupyterLab) answering its first request
 
 
 def in_ci() -> bool:
@@ -50,16 +77,20 @@ def repository_url() -> str:
     return yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
 
 
-def execute_notebook(path: Path, cwd: Path = None, timeout: int = 300, kernel_name: str = "python3",
+def execute_notebook(path: Path, cwd: Path = None, timeout: int = CELL_TIMEOUT, kernel_name: str = "python3",
                      env_updates: dict = None, allow_errors: bool = False):
-    """Run a notebook top to bottom in a fresh kernel; return (executed notebook, seconds)."""
+    """Run a notebook top to bottom in a fresh kernel; return (executed notebook, seconds).
+
+    ``timeout`` bounds each cell (see ``CELL_TIMEOUT``); the kernel may take ``KERNEL_START_TIMEOUT``
+    to start."""
     import time
 
     import nbformat
     from nbclient import NotebookClient
 
     notebook = nbformat.read(str(path), as_version=4)
-    client = NotebookClient(notebook, timeout=timeout, kernel_name=kernel_name, allow_errors=allow_errors,
+    client = NotebookClient(notebook, timeout=timeout, startup_timeout=KERNEL_START_TIMEOUT,
+                            kernel_name=kernel_name, allow_errors=allow_errors,
                             resources={"metadata": {"path": str(cwd or path.parent)}})
     # env_updates reach the kernel's environment only (os.environ stays as it is, so runs in
     # parallel threads cannot see each other's changes); a kernel spec found through
@@ -72,6 +103,40 @@ def execute_notebook(path: Path, cwd: Path = None, timeout: int = 300, kernel_na
     else:
         client.execute()
     return notebook, time.perf_counter() - start
+
+
+def run_fingerprint(path: Path) -> dict:
+    """What decides a chapter's printed numbers here: a cached run is reused only if all are equal."""
+    import hashlib
+    import platform
+
+    import torch
+
+    package = hashlib.sha256()
+    for source in sorted((ROOT / "src" / "attention_book").rglob("*")):
+        if source.is_file() and source.suffix in (".py", ".json", ".txt", ".md"):
+            package.update(str(source.relative_to(ROOT)).encode() + source.read_bytes())
+    return {
+        "notebook": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "package": package.hexdigest(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "cpus": os.cpu_count(),
+        "environment": {name: os.environ.get(name) for name in
+                        ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES")},
+    }
+
+
+def keep_executed(path: Path, notebook) -> None:
+    """Keep a run of ``path`` in ``_build/executed`` with its fingerprint (tests/test_quoted_numbers.py
+    reuses it while the fingerprint holds)."""
+    import nbformat
+
+    notebook.metadata["attention_book_run"] = run_fingerprint(path)
+    EXECUTED.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, str(EXECUTED / path.name))
 
 
 def printed_text(notebook) -> str:

@@ -37,15 +37,25 @@ from attention_book.embedding import (
     next_token_windows,
     train_bpe,
 )
-from attention_book.corpus import CharTokenizer, ngram_loss, train_and_held_out_text
+from attention_book.corpus import CharTokenizer, ngram_loss, ngram_window_losses, train_and_held_out_text
 from attention_book.functional import masked_softmax, scaled_dot_product_attention
-from attention_book.gpt import GPT, GPTConfig, TrainingSettings, convert_gpt2_state_dict, settings_for
+from attention_book.gpt import GPT, GPTCache, GPTConfig
+from attention_book.gpt2_weights import convert_gpt2_state_dict, from_pretrained, transformers_gpt2
+from attention_book.gpt_accounting import (
+    flops_per_token,
+    matmul_ceiling,
+    model_flops_utilization,
+    parameter_breakdown,
+    training_memory,
+)
+from attention_book.gpt_training import TrainingSettings, settings_for, train_gpt
 from attention_book.masks import causal_mask
 from attention_book.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 from attention_book.sampling import apply_temperature, generate, sample_next, top_k_filter, top_p_filter
-from attention_book.cost import decode_step_cost, kv_cache_bytes
+from attention_book.cost import causal_tile_fraction, decode_step_cost, generation_step_flops, kv_cache_bytes
 from attention_book.gqa import GroupedQueryAttention, repeat_kv
-from attention_book.measure import Timing, compare, time_samples
+from attention_book.kv_cache import KVCache, StaticKVCache
+from attention_book.measure import Timing, compare, plan_for, regime, time_samples
 from attention_book.positions import apply_rope, next_positions, positions_from_padding, rope_frequencies
 from attention_book.scores import (
     additive_scores,
@@ -57,7 +67,17 @@ from attention_book.scores import (
     stable_softmax,
     sum_normalize,
 )
-from attention_book.training import held_out_loss, random_windows, training_loop, warmup_cosine
+from attention_book.training import (
+    choose_precision,
+    held_out_loss,
+    held_out_losses,
+    held_out_windows,
+    mean_with_error,
+    random_starts,
+    random_windows,
+    training_loop,
+    warmup_cosine,
+)
 
 
 @dataclass(frozen=True)
@@ -101,13 +121,15 @@ CONSTRUCTORS: List[Constructor] = [
                 sizes=("vocab_size", "context_length", "embedding_dim")),
     # --- chapter 9
     Constructor(GPTConfig, dict(vocab_size=10, context_length=6, d_model=8, n_layer=1, n_head=1, dropout=0.0,
-                                bias=True, pre_norm=True),
+                                bias=True, pre_norm=True, fused_attention=True),
                 sizes=("vocab_size", "context_length", "d_model", "n_layer", "n_head"), probabilities=("dropout",),
-                flags=("bias", "pre_norm")),
+                flags=("bias", "pre_norm", "fused_attention")),
     Constructor(TrainingSettings, dict(n_layer=1, n_head=1, d_model=8, context_length=6, batch_size=2, steps=4,
-                                       warmup=1, eval_every=2, eval_windows=1, dropout=0.0),
+                                       warmup=1, eval_every=2, eval_windows=1, dropout=0.0, fused_attention=True,
+                                       compile=False),
                 sizes=("n_layer", "n_head", "d_model", "context_length", "batch_size", "steps", "warmup",
-                       "eval_every", "eval_windows"), probabilities=("dropout",)),
+                       "eval_every", "eval_windows"), probabilities=("dropout",), flags=("fused_attention", "compile")),
+    Constructor(GPTCache, dict(n_layer=2, capacity=6), sizes=("n_layer", "capacity")),
     # --- chapter 10
     Constructor(GroupedQueryAttention, dict(d_in=4, d_out=4, context_length=6, dropout=0.0, num_heads=2,
                                             num_kv_heads=1, qkv_bias=False, causal=True, rope=True),
@@ -355,7 +377,39 @@ CALLS: List[Bad] = [
     Bad("convert_gpt2_state_dict: a list", lambda: convert_gpt2_state_dict([1], n_head=12), TypeError, "state_dict"),
     Bad("convert_gpt2_state_dict: n_head=0", lambda: convert_gpt2_state_dict({}, n_head=0), ValueError, "n_head"),
     Bad("convert_gpt2_state_dict: no wte", lambda: convert_gpt2_state_dict({}, n_head=1), ValueError, "wte.weight"),
-    Bad("GPT.from_pretrained: unknown name", lambda: GPT.from_pretrained("gpt3"), ValueError, "name", "'gpt3'"),
+    Bad("from_pretrained: unknown name", lambda: from_pretrained("gpt3"), ValueError, "name", "'gpt3'"),
+    Bad("from_pretrained: timeout=0", lambda: from_pretrained("gpt2", timeout=0), ValueError, "timeout"),
+    Bad("transformers_gpt2: unknown name", lambda: transformers_gpt2("gpt3"), ValueError, "name", "'gpt3'"),
+    Bad("GPT.new_cache: longer than the context", lambda: _gpt().new_cache(capacity=7), ValueError, "capacity", "7"),
+    Bad("GPT: cache of another model", lambda: _gpt()(IDS, cache=GPTCache(3, 6)), TypeError, "cache"),
+    Bad("GPT: cache too full", lambda: _gpt()(torch.zeros(1, 5, dtype=torch.long), cache=_gpt().new_cache(4)),
+        ValueError, "cache", "0 of 4"),
+    Bad("GPT: weights with a cache", lambda: _gpt()(IDS, cache=_gpt().new_cache(), return_weights=True), ValueError,
+        "return_weights"),
+    Bad("train_gpt: settings a dict", lambda: train_gpt(_gpt(), IDS[0], IDS[0], {}), TypeError, "settings"),
+    Bad("train_gpt: ids beyond the vocabulary", lambda: train_gpt(_gpt(), torch.arange(20), torch.arange(20) % 10,
+                                                                  TrainingSettings(context_length=6)),
+        ValueError, "train_ids", "vocab_size=10"),
+    Bad("flops_per_token: a dict", lambda: flops_per_token({}), TypeError, "GPTConfig"),
+    Bad("flops_per_token: context_length=0", lambda: flops_per_token(_gpt(), 0), ValueError, "context_length"),
+    Bad("matmul_ceiling: integer dtype", lambda: matmul_ceiling("cpu", dtype=torch.int32), TypeError, "dtype"),
+    Bad("matmul_ceiling: size=0", lambda: matmul_ceiling("cpu", size=0), ValueError, "size"),
+    Bad("model_flops_utilization: ceiling=0", lambda: model_flops_utilization(1.0, 1.0, 0.0), ValueError, "ceiling"),
+    Bad("training_memory: not a GPT", lambda: training_memory(torch.nn.Linear(2, 2), IDS, IDS), TypeError, "GPT"),
+    Bad("choose_precision: unknown", lambda: choose_precision("cpu", "fp8"), ValueError, "precision", "'fp8'"),
+    Bad("choose_precision: an int device", lambda: choose_precision(3), TypeError, "device"),
+    Bad("training_loop: precision a str", lambda: training_loop(_gpt(), None, 1, lambda step: None, precision="fp16"),
+        TypeError, "precision"),
+    Bad("training_loop: grad_scaler without methods", lambda: training_loop(_gpt(), None, 1, lambda step: None,
+                                                                            grad_scaler=3), TypeError, "grad_scaler"),
+    Bad("held_out_losses: max_windows=0", lambda: held_out_losses(_gpt(), torch.arange(20) % 10, 4, max_windows=0),
+        ValueError, "max_windows"),
+    Bad("mean_with_error: one value", lambda: mean_with_error([1.0]), ValueError, "values"),
+    Bad("random_starts: steps=0", lambda: random_starts(IDS[0], 1, 2, 0), ValueError, "steps"),
+    Bad("random_starts: float ids", lambda: random_starts(IDS[0].float(), 1, 2, 3), TypeError, "ids"),
+    Bad("held_out_windows: too short", lambda: held_out_windows(5, 8), ValueError, "context_length=8"),
+    Bad("ngram_window_losses: order=3", lambda: ngram_window_losses(IDS[0], IDS[0], 10, 3, 2), ValueError, "order"),
+    Bad("parameter_breakdown: a dict", lambda: parameter_breakdown({}), TypeError, "GPTConfig"),
     Bad("TrainingSettings.replace: unknown field", lambda: TrainingSettings().replace(colour=1), ValueError, "colour"),
     Bad("settings_for: an int", lambda: settings_for(3), TypeError, "device"),
     Bad("settings_for: an unknown name", lambda: settings_for("gpu"), ValueError, "device", "'gpu'"),
@@ -371,6 +425,7 @@ CALLS: List[Bad] = [
     Bad("sample_next: generator a seed", lambda: sample_next(LOGITS, generator=0), TypeError, "generator"),
     Bad("generate: idx float", lambda: generate(_gpt(), IDS.float(), 2), TypeError, "idx"),
     Bad("generate: max_new_tokens=0", lambda: generate(_gpt(), IDS, 0), ValueError, "max_new_tokens"),
+    Bad("generate: use_cache='yes'", lambda: generate(_gpt(), IDS, 2, use_cache="yes"), TypeError, "use_cache"),
     Bad("CharTokenizer: not a str", lambda: CharTokenizer(["a", "b"]), TypeError, "text"),
     Bad("CharTokenizer: unknown character", lambda: CharTokenizer("ab").encode("abc"), ValueError, "text", "'c'"),
     Bad("ngram_loss: order=3", lambda: ngram_loss(IDS[0], IDS[0], 10, order=3), ValueError, "order", "3"),
@@ -430,6 +485,21 @@ CALLS: List[Bad] = [
     Bad("time_samples: repeats 0", lambda: time_samples(lambda: None, repeats=0), ValueError, "repeats"),
     Bad("compare: a list", lambda: compare([lambda: None]), TypeError, "calls"),
     Bad("Timing: no samples", lambda: Timing(()), ValueError, "sample"),
+    # --- chapter 10 on a GPU: plans, regimes, per-part counts, preallocated caches
+    Bad("time_samples: cuda_events on a CPU", lambda: time_samples(lambda: None, timer="cuda_events"),
+        ValueError, "timer"),
+    Bad("plan_for: capability '8.0'", lambda: plan_for("cuda", capability="8.0"), TypeError, "capability"),
+    Bad("plan_for: memory_gib 0", lambda: plan_for("cuda", capability=(8, 0), memory_gib=0), ValueError,
+        "memory_gib"),
+    Bad("regime: seconds 0", lambda: regime(0.0, 1.0, 1.0), ValueError, "seconds"),
+    Bad("regime: flops '1'", lambda: regime(1.0, "1", 1.0), TypeError, "flops"),
+    Bad("generation_step_flops: mlp_ratio -1", lambda: generation_step_flops(8, 16, 4, True, mlp_ratio=-1),
+        ValueError, "mlp_ratio"),
+    Bad("causal_tile_fraction: key_block 0", lambda: causal_tile_fraction(8, 4, 0), ValueError, "key_block"),
+    Bad("StaticKVCache(max_tokens=0)", lambda: StaticKVCache(0), ValueError, "max_tokens"),
+    Bad("StaticKVCache: full", lambda: StaticKVCache(2).append(torch.zeros(1, 1, 3, 2), torch.zeros(1, 1, 3, 2)),
+        ValueError, "max_tokens=2"),
+    Bad("KVCache.truncate: beyond the cache", lambda: KVCache().truncate(1), ValueError, "num_tokens"),
 ]
 
 ROWS = _constructor_rows() + CALLS

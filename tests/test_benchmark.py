@@ -10,9 +10,12 @@ from attention_book.benchmark import (
     Table,
     attention_implementations,
     benchmark_attention,
+    DECODE_VARIANTS,
     benchmark_table,
+    fused_overhead,
     plot_benchmark,
     sweep,
+    time_decoding,
 )
 from attention_book.measure import Timing, time_call
 
@@ -104,3 +107,24 @@ def test_bfloat16_sweep_runs():
 def test_errors(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_fused_overhead_times_both_on_the_same_input():
+    result = fused_overhead(repeats=3, block_seconds=1e-4)
+    assert set(result) == {"fused", "direct", "calls", "ratio"}
+    assert result["calls"] >= 1 and len(result["fused"].samples) == 3
+    assert result["ratio"] == result["fused"].best / result["direct"].best > 0
+    assert fused_overhead(repeats=2, backward=True, block_seconds=1e-4)["ratio"] > 0
+
+
+def test_time_decoding_variants_agree_with_the_full_pass():
+    result = time_decoding(16, 2, 2, 7, repeats=2)
+    assert result["agree"]
+    assert list(result["timings"]) == [name for name in DECODE_VARIANTS
+                                       if name not in ("CUDA graph", "torch.compile reduce-overhead")]
+    assert all(len(t.samples) == 2 for t in result["timings"].values())
+    assert result["no_cache"].median > 0
+    with pytest.raises(ValueError, match="CUDA"):
+        time_decoding(16, 2, 2, 7, variants=["CUDA graph"])
+    with pytest.raises(ValueError, match="unknown"):
+        time_decoding(16, 2, 2, 7, variants=["cat"])

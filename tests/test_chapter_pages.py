@@ -19,6 +19,7 @@ import re
 
 import pytest
 
+from browser import settle
 from helpers import toc_files
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -94,7 +95,7 @@ def test_page_shows_what_a_reader_expects(name, open_page):
 
     for width in (390, 1280):
         page.set_viewport_size({"width": width, "height": 900})
-        page.wait_for_timeout(100)
+        settle(page)
         broken = page.evaluate(MID_WORD_BREAKS_JS)
         assert not broken, f"inline code broken mid-word at {width} px: {broken[:6]}"
     assert page.console_errors == [], page.console_errors
@@ -119,8 +120,8 @@ def test_chapter_starts_with_its_title_then_the_collapsed_setup_cell(name, open_
     assert setup.bounding_box()["y"] > title_box["y"], "the setup cell comes before the title"
     toggle.focus()
     page.keyboard.press("Enter")  # a native <details>: the keyboard opens it
-    code.wait_for(state="visible", timeout=3000)
+    code.wait_for(state="visible")
     assert "REPO_URL" in code.inner_text()
     toggle.click()
-    code.wait_for(state="hidden", timeout=3000)
+    code.wait_for(state="hidden")
     assert page.console_errors == [], page.console_errors

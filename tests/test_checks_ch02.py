@@ -4,8 +4,8 @@ its specific hint, and a non-attempt scores exactly 0."""
 from __future__ import annotations
 
 from attention_book.checks import ch02
-from exercise_fixtures import answer_runner, assert_random_state_untouched, fixture_tests, hints
-from wrong_answers.ch02 import WRONG_ANSWERS
+from exercise_fixtures import answer_runner, answer_tests, assert_random_state_untouched, fixture_tests, hints
+from wrong_answers.ch02 import CORRECT_ANSWERS, WRONG_ANSWERS
 
 CHAPTER = "02"
 #: label -> (self-check, names of the answer's objects it takes)
@@ -14,12 +14,15 @@ CHECKS = {
     "ex-02-projected-scores": (ch02.projected_scores, ["projected_scores"]),
     "ex-02-point-at": (ch02.point_at, ["pointing_projections"]),
     "ex-02-additive-scores": (ch02.additive, ["additive_attention_scores"]),
+    "ex-02-find-the-bug-batch": (ch02.batch_scores, ["batch_scores"]),
 }
 
 
 run = answer_runner(CHECKS)
 # the four tests every chapter's self-checks get
 globals().update(fixture_tests(CHAPTER, CHECKS, WRONG_ANSWERS))
+# unusual right answers pass (self-check and grader); the find-the-bug code fails the main hidden test
+globals().update(answer_tests(CHAPTER, CHECKS, WRONG_ANSWERS, CORRECT_ANSWERS))
 
 
 def test_score_loop_accepts_comprehensions_and_index_loops():

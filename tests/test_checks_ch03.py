@@ -4,8 +4,8 @@ its specific hint, and a non-attempt scores exactly 0."""
 from __future__ import annotations
 
 from attention_book.checks import ch03
-from exercise_fixtures import answer_runner, assert_random_state_untouched, fixture_tests
-from wrong_answers.ch03 import WRONG_ANSWERS
+from exercise_fixtures import answer_runner, answer_tests, assert_random_state_untouched, fixture_tests
+from wrong_answers.ch03 import CORRECT_ANSWERS, WRONG_ANSWERS
 
 CHAPTER = "03"
 #: label -> (self-check, names of the answer's objects it takes)
@@ -15,12 +15,15 @@ CHECKS = {
     "ex-03-temperature": (ch03.temperature_softmax, ["softmax_with_temperature"]),
     "ex-03-attend": (ch03.attend, ["attending_projections"]),
     "ex-03-soft-cap": (ch03.soft_cap, ["cap_scores"]),
+    "ex-03-find-the-bug-axis": (ch03.weights_axis, ["attention_weights"]),
 }
 
 
 run = answer_runner(CHECKS)
 # the four tests every chapter's self-checks get
 globals().update(fixture_tests(CHAPTER, CHECKS, WRONG_ANSWERS))
+# unusual right answers pass (self-check and grader); the find-the-bug code fails the main hidden test
+globals().update(answer_tests(CHAPTER, CHECKS, WRONG_ANSWERS, CORRECT_ANSWERS))
 
 
 def test_stable_softmax_accepts_other_correct_spellings():

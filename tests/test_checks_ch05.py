@@ -153,13 +153,14 @@ def test_torch_twin_not_implemented():
 
 
 # ---------------------------------------------------------------- the wrong-answer fixture
-from exercise_fixtures import answer_runner, solution_cell  # noqa: E402
-from wrong_answers.ch05 import WRONG_ANSWERS  # noqa: E402
+from exercise_fixtures import answer_runner, answer_tests, solution_cell  # noqa: E402
+from wrong_answers.ch05 import CORRECT_ANSWERS, WRONG_ANSWERS  # noqa: E402
 
 CHECKS = {
     "ex-05-split-heads": (ch05.split_merge, ("split_heads", "merge_heads")),
     "ex-05-torch-twin": (ch05.torch_twin, ("to_torch_attention",)),
     "ex-05-head-contributions": (ch05.head_contributions, ("head_contributions",)),
+    "ex-05-find-the-bug-heads": (ch05.heads_context, ("multihead_context",)),
 }
 PRELUDE = "import torch\nfrom torch import nn\n"
 CASES = [(label, wrong) for label, answers in WRONG_ANSWERS.items() for wrong in answers]
@@ -208,3 +209,7 @@ def test_not_implemented_scores_zero(label):
 
     verdict = check(*(todo for _ in names))
     assert verdict.not_implemented and verdict.score == 0.0
+
+
+# unusual right answers pass (self-check and grader); the find-the-bug code fails the main hidden test
+globals().update(answer_tests("05", CHECKS, WRONG_ANSWERS, CORRECT_ANSWERS))

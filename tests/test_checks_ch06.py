@@ -196,12 +196,13 @@ def test_checks_are_registered():
 
 
 # ---------------------------------------------------------------- the wrong-answer fixture
-from exercise_fixtures import answer_runner, solution_cell  # noqa: E402
-from wrong_answers.ch06 import WRONG_ANSWERS  # noqa: E402
+from exercise_fixtures import answer_runner, answer_tests, solution_cell  # noqa: E402
+from wrong_answers.ch06 import CORRECT_ANSWERS, WRONG_ANSWERS  # noqa: E402
 
 CHECKS = {
     "ex-06-cross": (ch06.cross, ("cross_attention",)),
     "ex-06-padding": (ch06.padding, ("padded_softmax",)),
+    "ex-06-find-the-bug-half": (ch06.half_padding, ("padded_weights",)),
 }
 PRELUDE = "import torch\n"
 CASES = [(label, wrong) for label, answers in WRONG_ANSWERS.items() for wrong in answers]
@@ -250,3 +251,7 @@ def test_not_implemented_scores_zero(label):
 
     verdict = check(*(todo for _ in names))
     assert verdict.not_implemented and verdict.score == 0.0
+
+
+# unusual right answers pass (self-check and grader); the find-the-bug code fails the main hidden test
+globals().update(answer_tests("06", CHECKS, WRONG_ANSWERS, CORRECT_ANSWERS))

@@ -270,6 +270,8 @@ CHECKS = {
     "ex-07-causal-softmax": (ch07.causal_softmax, ("causal_weights",)),
     "ex-07-decoder-mask": (ch07.decoder_mask, ("decoder_mask",)),
     "ex-07-decoder-block": (ch07.decoder_block, ("DecoderBlock",)),
+    "ex-07-from-memory": (ch07.from_memory, ("CausalMultiHeadAttention",)),
+    "ex-07-find-the-bug-buffer": (ch07.mask_buffer, ("CausalWeights",)),
 }
 PRELUDE = (
     "import torch\nfrom torch import nn\n"
@@ -321,3 +323,122 @@ def test_not_implemented_scores_zero(label):
 
     verdict = check(*(todo for _ in names))
     assert verdict.not_implemented and verdict.score == 0.0
+
+
+# ---------------------------------------------------------------- ex-07-from-memory
+from exercise_fixtures import hidden_score, hidden_verdict  # noqa: E402
+from wrong_answers.ch07 import FROM_MEMORY, FROM_MEMORY_CORRECT  # noqa: E402
+
+MEMORY = "ex-07-from-memory"
+#: the classic mistakes the exercise promises to name, each with the words of its hint
+NAMED_MISTAKES = {
+    "softmax-over-queries": "softmax over the wrong axis",
+    "scaled-by-d_out": "scale by d_out",
+    "heads-split-without-transpose": "heads split without the transpose",
+    "heads-merged-without-transpose": "heads merged in the wrong order",
+    "mask-after-softmax": "mask applied after the softmax",
+    "no-output-projection": "no output projection",
+    "not-causal": "not causal",
+    "diagonal-hidden": "each token hidden from itself",
+    "dropout-in-eval-mode": "dropout active in eval mode",
+    "fused-sdpa": "a fused kernel used",
+}
+
+
+def test_every_named_mistake_has_a_fixture_with_its_hint():
+    by_name = {wrong.name: wrong for wrong in FROM_MEMORY}
+    for name, words in NAMED_MISTAKES.items():
+        assert name in by_name, f"no wrong answer {name}"
+        assert words.lower() in by_name[name].hint.lower(), name
+    assert len(FROM_MEMORY_CORRECT) >= 3
+
+
+@pytest.mark.parametrize("name", sorted(FROM_MEMORY_CORRECT))
+def test_unusual_right_answers_pass_the_self_check(name):
+    verdict = run_check(MEMORY, FROM_MEMORY_CORRECT[name], name)
+    assert verdict.ok, str(verdict)
+
+
+@pytest.mark.parametrize("name", sorted(FROM_MEMORY_CORRECT) + ["solution"])
+def test_right_answers_earn_every_hidden_point(name):
+    plain = "import torch\nfrom torch import nn\n"
+    code = plain + solution_source(MEMORY) if name == "solution" else FROM_MEMORY_CORRECT[name]
+    results, zero = hidden_verdict("07", MEMORY, code, name)
+    assert not zero, zero
+    assert all(r["passed"] for r in results), [r for r in results if not r["passed"]]
+    assert hidden_score(results, MEMORY) == 1.0
+
+
+@pytest.mark.parametrize("wrong", FROM_MEMORY, ids=[w.name for w in FROM_MEMORY])
+def test_the_grader_agrees_with_the_self_check(wrong):
+    """Every wrong answer loses hidden points too, and the named mistakes fail the main value test
+    (the first test) with the same hint as the self-check's."""
+    results, zero = hidden_verdict("07", MEMORY, wrong.code, wrong.name)
+    assert zero or not all(r["passed"] for r in results), f"{wrong.name} earns every hidden point"
+    assert hidden_score(results, MEMORY, zero) < 1.0
+    if wrong.non_attempt:
+        assert hidden_score(results, MEMORY, zero) == 0.0
+    if wrong.name in NAMED_MISTAKES and not zero:
+        failed = " | ".join(r["hint"] for r in results if not r["passed"])
+        assert wrong.hint.lower() in failed.lower(), failed
+
+
+def test_the_reference_formula_is_pytorchs_multihead_attention():
+    for index, (B, T, d_in, d_out, H, _, qkv_bias, _) in enumerate(ch07.FROM_MEMORY_SHAPES):
+        if d_in != d_out:
+            continue
+        params = ch07.from_memory_parameters(d_in, d_out, qkv_bias, seed=index)
+        x = torch.randn(B, T, d_in, dtype=torch.float64)
+        assert torch.allclose(ch07.from_memory_reference(params, x, H),
+                              ch07.from_memory_torch(params, x, H), atol=1e-12)
+
+
+def test_every_mistake_is_told_apart_on_the_main_shape():
+    """On the first shape each mistake's output differs from the right one and from the others,
+    so its hint cannot be given to another mistake."""
+    B, T, d_in, d_out, H, *_ = ch07.FROM_MEMORY_SHAPES[0]
+    params = ch07.from_memory_parameters(d_in, d_out, False, seed=1)
+    x = torch.randn(B, T, d_in, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    right = ch07.from_memory_reference(params, x, H)
+    outputs = {}
+    for keywords, name, _ in ch07.FROM_MEMORY_MISTAKES:
+        out = ch07.from_memory_reference(params, x, H, **keywords)
+        assert not torch.allclose(out, right, equal_nan=True), name
+        for other, seen in outputs.items():
+            if other[1] != name and {name, other[1]} != {"scale by d_in", "scale by d_out"}:  # d_in = d_out
+                assert not torch.allclose(out, seen, equal_nan=True), (name, other)
+        outputs[(tuple(sorted(keywords.items())), name)] = out
+
+
+def test_train_mode_dropout_matches_pytorch_with_the_same_random_stream():
+    """What "the same dropout" means here, measured: on the CPU, with the same seed, the chapter's
+    solution in training mode gives bit for bit PyTorch's output (its dropout draws one Bernoulli
+    number per weight in the same order). The self-check does not rely on it (another order of
+    drawing, another device or version changes the stream): it reads the dropped weights."""
+    from wrong_answers import load_answer
+
+    Solution = load_answer(PRELUDE + solution_source(MEMORY), "solution")["CausalMultiHeadAttention"]
+    torch.manual_seed(0)
+    module = Solution(6, 6, 8, 0.3, 2, qkv_bias=True).double()
+    torch_mha = torch.nn.MultiheadAttention(6, 2, dropout=0.3, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        torch_mha.in_proj_weight.copy_(torch.cat([module.W_query.weight, module.W_key.weight,
+                                                  module.W_value.weight]))
+        torch_mha.in_proj_bias.copy_(torch.cat([module.W_query.bias, module.W_key.bias, module.W_value.bias]))
+        torch_mha.out_proj.load_state_dict(module.out_proj.state_dict())
+    x = torch.randn(3, 5, 6, dtype=torch.float64)
+    hidden = torch.triu(torch.ones(5, 5, dtype=torch.bool), diagonal=1)
+    with torch.no_grad():
+        torch.manual_seed(5)
+        ours = module.train()(x)
+        torch.manual_seed(5)
+        theirs = torch_mha.train()(x, x, x, attn_mask=hidden, need_weights=True)[0]
+    assert torch.allclose(ours, theirs, atol=1e-12)
+
+
+# ---------------------------------------------------------------- ex-07-find-the-bug-buffer
+from exercise_fixtures import answer_tests  # noqa: E402
+from wrong_answers.ch07 import CORRECT_ANSWERS, WRONG_ANSWERS as _ALL_WRONG  # noqa: E402
+
+globals().update(answer_tests("07", CHECKS, {"ex-07-find-the-bug-buffer": _ALL_WRONG["ex-07-find-the-bug-buffer"]},
+                              {"ex-07-find-the-bug-buffer": CORRECT_ANSWERS["ex-07-find-the-bug-buffer"]}))

@@ -14,16 +14,17 @@ from attention_book.instructor.markup import analyse_notebook
 from exercise_fixtures import (answer_runner, assert_random_state_untouched, fixture_tests, hints, notebook_path,
                                solution_code)
 from helpers import ROOT, execute_notebook
-from wrong_answers.ch09 import WRONG_ANSWERS
+from wrong_answers.ch09 import CORRECT_ANSWERS, WRONG_ANSWERS
 
 #: The chapter whose exercise cells these tests read (notebooks/09_gpt.ipynb).
 CHAPTER = "09"
 #: label -> (self-check, names of the answer's objects it takes)
 CHECKS = {
-    "ex-09-block": (ch09.prenorm_block, ["prenorm_block"]),
+    "ex-09-block": (ch09.transformer_block, ["transformer_block"]),
     "ex-09-top-p": (ch09.top_p, ["top_p_filter"]),
-    "ex-09-prev-token-head": (ch09.previous_token_head, ["previous_token_head"]),
-    "ex-09-conv1d": (ch09.conv1d_to_linear, ["conv1d_to_linear"]),
+    "ex-09-induction-head": (ch09.induction_head, ["induction_scores"]),
+    "ex-09-parameters": (ch09.parameters, ["gpt_parameters"]),
+    "ex-09-find-the-bug-scale": (ch09.attention_scale, ["gpt_attention"]),
 }
 
 
@@ -54,30 +55,39 @@ RIGHT_ANSWERS = {
         '''import torch
 
 
-def prenorm_block(x, ln_1, attn, ln_2, mlp):
-    h = ln_1(x)
-    stream = x + attn(h)
-    return stream + mlp(ln_2(stream))
+def transformer_block(x, ln_1, attn, ln_2, mlp, pre_norm=True):
+    norm_in = ln_1 if pre_norm else (lambda t: t)  # where each layer norm sits
+    stream = x + attn(norm_in(x))
+    if not pre_norm:
+        stream = ln_1(stream)
+    out = stream + mlp(ln_2(stream) if pre_norm else stream)
+    return out if pre_norm else ln_2(out)
 ''',
         # the layer norms applied through their parameters (the check's parts pass them on)
         '''import torch
 import torch.nn.functional as F
 
 
-def prenorm_block(x, ln_1, attn, ln_2, mlp):
+def transformer_block(x, ln_1, attn, ln_2, mlp, pre_norm=True):
     def norm(ln, t):
         return F.layer_norm(t, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
-    x = x + attn(norm(ln_1, x))
-    return x + mlp(norm(ln_2, x))
+    if pre_norm:
+        x = x + attn(norm(ln_1, x))
+        return x + mlp(norm(ln_2, x))
+    x = norm(ln_1, x + attn(x))
+    return norm(ln_2, x + mlp(x))
 ''',
         # a sub-layer called twice on the same input is wasteful, not wrong
         '''import torch
 
 
-def prenorm_block(x, ln_1, attn, ln_2, mlp):
+def transformer_block(x, ln_1, attn, ln_2, mlp, pre_norm=True):
     print("attention output", tuple(attn(ln_1(x)).shape))
-    x = x + attn(ln_1(x))
-    return x + mlp(ln_2(x))
+    if pre_norm:
+        x = x + attn(ln_1(x))
+        return x + mlp(ln_2(x))
+    x = ln_1(x + attn(x))
+    return ln_2(x + mlp(x))
 ''',
     ],
     "ex-09-top-p": [
@@ -107,46 +117,60 @@ def top_p_filter(logits, p):
     return torch.where(keep, logits, torch.full_like(logits, float("-inf")))
 ''',
     ],
-    "ex-09-prev-token-head": [
+    "ex-09-induction-head": [
         '''import torch
 
 
-def previous_token_head(weights):
-    best = None
-    n_layer, n_head, T, _ = weights.shape
-    for layer in range(n_layer):
-        for head in range(n_head):
-            score = sum(weights[layer, head, t, t - 1] for t in range(1, T)) / (T - 1)
-            if best is None or score > best[2]:
-                best = (layer, head, score)
-    return best
+def induction_scores(weights, period):
+    # the diagonal period - 1 below the main one, without its first-copy entry
+    along = weights.diagonal(offset=-(period - 1), dim1=-2, dim2=-1)  # queries period-1 .. T-1
+    return along[..., 1:].mean(dim=-1)
 ''',
-        # tensors instead of Python numbers: 0-d tensors are fine
         '''import torch
 
 
-def previous_token_head(weights):
-    scores = weights[..., 1:, :-1].diagonal(dim1=-2, dim2=-1).mean(-1)
-    flat = scores.flatten().argmax()
-    return flat // weights.shape[1], flat % weights.shape[1], scores.flatten()[flat]
+def induction_scores(weights, period):
+    n_layer, n_head, T, _ = weights.shape
+    total = torch.zeros(n_layer, n_head, dtype=weights.dtype)
+    for t in range(period, T):  # every query of a repeat
+        total += weights[:, :, t, t - period + 1]
+    return total / (T - period)
+''',
+        '''import torch
+
+
+def induction_scores(weights, period):
+    T = weights.shape[-1]
+    keys = (torch.arange(period, T) - period + 1).view(1, 1, -1, 1)
+    rows = weights[..., period:, :]  # (L, H, T - period, T)
+    picked = rows.gather(-1, keys.expand(*rows.shape[:-1], 1))
+    return picked.squeeze(-1).mean(-1)
 ''',
     ],
-    "ex-09-conv1d": [
+    "ex-09-parameters": [
         '''import torch
 
 
-def conv1d_to_linear(weight, bias):
-    d = weight.shape[0]
-    q, k, v = weight.T.chunk(3, dim=0)
-    return ((q, bias[:d]), (k, bias[d:2 * d]), (v, bias[2 * d:]))
+def gpt_parameters(vocab_size, context_length, d_model, n_layer, n_head):
+    d = d_model
+    layer_norm = 2 * d  # a gain and a bias
+    linear = lambda n_in, n_out: n_in * n_out + n_out  # noqa: E731 - weight and bias
+    block = (2 * layer_norm + 4 * linear(d, d)  # two layer norms, q, k, v, out_proj
+             + linear(d, 4 * d) + linear(4 * d, d))  # the MLP
+    embeddings = vocab_size * d + context_length * d  # lm_head shares the first
+    return embeddings + n_layer * block + layer_norm
 ''',
+        # built with torch and counted (a small model per call: fine for the check's sizes)
         '''import torch
+from torch import nn
 
 
-def conv1d_to_linear(weight, bias):
-    d = weight.shape[0]
-    stacked = weight.T.reshape(3, d, d)
-    return [(stacked[i], bias.view(3, d)[i]) for i in range(3)]
+def gpt_parameters(vocab_size, context_length, d_model, n_layer, n_head):
+    d = d_model
+    block = nn.ModuleList([nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d), nn.LayerNorm(d),
+                           nn.Linear(d, 4 * d), nn.Linear(4 * d, d)])
+    per_block = sum(p.numel() for p in block.parameters())
+    return (vocab_size + context_length) * d + n_layer * per_block + 2 * d
 ''',
     ],
 }
@@ -194,20 +218,20 @@ def test_crashes_and_missing_returns_are_reported_not_raised():
         assert not verdict.ok and verdict.score == 0.0
         assert "your code raised RuntimeError" in hints(verdict)
     assert "did you forget `return`" in hints(ch09.top_p(lambda logits, p: None))
-    assert "did you forget `return`" in hints(ch09.previous_token_head(lambda weights: None))
-    assert "did you forget `return`" in hints(ch09.conv1d_to_linear(lambda weight, bias: None))
-    assert "did you forget `return`" in hints(ch09.prenorm_block(lambda x, a, b, c, d: None))
+    assert "did you forget `return`" in hints(ch09.induction_head(lambda weights, period: None))
+    assert "did you forget `return`" in hints(ch09.parameters(lambda *sizes: None))
+    assert "did you forget `return`" in hints(ch09.transformer_block(lambda x, a, b, c, d, pre_norm=True: None))
 
 
-def test_post_norm_is_named_in_every_value_check():
-    code = '''def prenorm_block(x, ln_1, attn, ln_2, mlp):
+def test_post_norm_for_both_orders_is_named_post_norm():
+    code = '''def transformer_block(x, ln_1, attn, ln_2, mlp, pre_norm=True):
     x = ln_1(x + attn(x))
     return ln_2(x + mlp(x))
 '''
     verdict = run("ex-09-block", code, "post-norm")
-    value_checks = [hint for name, hint in verdict.failed if "residuals" not in name and "another" not in name
-                    and "unchanged" not in name]
-    assert len(value_checks) == 3 and all(hint.startswith("post-norm") for hint in value_checks)
+    failed = dict(verdict.failed)
+    assert failed["pre_norm=True: GPT-2's block"].startswith("post-norm")
+    assert "pre_norm=False: the original transformer's block" in verdict.passed
 
 
 def test_the_hints_never_contain_the_solution_lines():
@@ -231,13 +255,17 @@ def test_the_hints_never_contain_the_solution_lines():
 @pytest.mark.slow
 def test_the_exercise_section_runs_top_to_bottom_in_a_fresh_kernel(tmp_path):
     """The chapter's exercise section runs on its own after a short prelude (the exercises
-    need nothing else from the chapter), and every self-check in it reports all checks passed."""
+    need nothing else from the chapter but a model: an untrained small GPT stands in for the
+    trained one), and every self-check in it reports all checks passed."""
     nb = nbformat.read(str(notebook_path(CHAPTER)), as_version=4)
     start = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
                  and c.source.startswith("## Exercises"))
     end = next((i for i, c in enumerate(nb.cells) if i > start and c.cell_type == "markdown"
                 and re.match(r"## (?!#)", c.source)), len(nb.cells))
-    prelude = nbformat.v4.new_code_cell("import torch\nfrom torch import nn\n\ntorch.manual_seed(0);")
+    prelude = nbformat.v4.new_code_cell(
+        "import torch\nfrom torch import nn\n\nfrom attention_book.gpt import GPT, GPTConfig\n\n"
+        "torch.manual_seed(0)\ndevice = torch.device('cpu')\n"
+        "model = GPT(GPTConfig(vocab_size=30, context_length=16, d_model=32, n_layer=2, n_head=4)).eval()\n")
     section = nbformat.v4.new_notebook(cells=[prelude] + nb.cells[start:end], metadata=nb.metadata)
     path = tmp_path / "exercises.ipynb"
     nbformat.write(section, str(path))
@@ -246,3 +274,9 @@ def test_the_exercise_section_runs_top_to_bottom_in_a_fresh_kernel(tmp_path):
                 for output in cell.get("outputs", []) if output.get("output_type") == "execute_result"]
     assert len(verdicts) == len(CHECKS)
     assert all("Well done: all" in text for text in verdicts), "\n".join(verdicts)
+
+
+# unusual right answers pass (self-check and grader); the find-the-bug code fails the main hidden test
+from exercise_fixtures import answer_tests  # noqa: E402
+
+globals().update(answer_tests(CHAPTER, CHECKS, WRONG_ANSWERS, CORRECT_ANSWERS))

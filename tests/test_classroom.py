@@ -13,11 +13,9 @@ import ast
 import csv
 import importlib
 import json
-import os
 import re
 import shutil
 import stat
-import subprocess
 import time
 from pathlib import Path
 

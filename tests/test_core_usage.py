@@ -42,6 +42,13 @@ TEACHING: Dict[str, str] = {
     "fused.naive_causal_attention": "tests/test_core_usage.py::test_fused_path_equals_the_core",
     "fused.FusedMultiHeadAttention.forward": "tests/test_core_usage.py::test_fused_path_equals_the_core",
     "fused.direct_sdpa": "tests/test_core_usage.py::test_fused_path_equals_the_core",
+    # chapter 10's decoding hot paths use the fused kernel (fewer operator launches per step)
+    "kv_cache.CachedMultiHeadAttention.step":
+        "tests/test_kv_cache.py::test_return_weights_takes_the_core_and_agrees_with_the_fast_step",
+    "kv_cache.CachedMultiHeadAttention.step_at":
+        "tests/test_kv_cache.py::test_step_at_equals_step_at_every_position_without_growing_the_cache",
+    # chapter 9's GPT trains and generates through the fused kernel when no weights are asked for
+    "gpt.causal_self_attention": "tests/test_gpt.py::test_fused_attention_equals_the_core",
 }
 
 

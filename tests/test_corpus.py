@@ -15,6 +15,7 @@ from attention_book.corpus import (
     CharTokenizer,
     load_novels,
     ngram_loss,
+    ngram_window_losses,
     train_and_held_out_text,
 )
 
@@ -77,3 +78,19 @@ def test_ngram_losses_match_a_count_done_by_hand():
     assert ngram_loss(train, held, vocab_size=3, order=2) == pytest.approx(expected)
     with pytest.raises(ValueError, match="order"):
         ngram_loss(train, held, 3, order=3)
+
+
+def test_ngram_window_losses_score_the_windows_a_model_is_scored_on():
+    generator = torch.Generator().manual_seed(0)
+    train = torch.randint(0, 5, (400,), generator=generator)
+    held = torch.randint(0, 5, (41,), generator=generator)  # 41 tokens: 5 windows of 8 and their next tokens
+    for order in (1, 2):
+        per_window = ngram_window_losses(train, held, 5, order, context_length=8)
+        assert per_window.shape == (5,)
+        # the windows tile the text: their mean is the n-gram loss of the whole text
+        assert per_window.double().mean().item() == pytest.approx(ngram_loss(train, held, 5, order), rel=1e-6)
+        # one window by hand: tokens 16..24, scored on 17..24
+        assert per_window[2].item() == pytest.approx(ngram_loss(train, held[16:25], 5, order), rel=1e-6)
+    assert ngram_window_losses(train, held, 5, 2, context_length=8, max_windows=2).shape == (2,)
+    with pytest.raises(ValueError, match="context_length"):
+        ngram_window_losses(train, held, 5, 2, context_length=0)

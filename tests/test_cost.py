@@ -11,7 +11,10 @@ from attention_book.cost import (
     attention_bytes_moved,
     attention_flops,
     block_flops,
+    causal_tile_fraction,
+    cpu_flash_blocks,
     decode_step_cost,
+    generation_step_flops,
     kv_cache_bytes,
     score_matrix_bytes,
 )
@@ -126,3 +129,43 @@ def test_decode_step_is_memory_bound():
 def test_errors_name_the_argument(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_generation_step_flops_gpt2_small_at_1024_tokens():
+    # issue 27's review: the saving of a KV cache is mostly in the linear layers
+    full = generation_step_flops(1024, 768, 12, cached=False)
+    assert full["linear"] == 24 * 768**2 * 1024 == 14_495_514_624  # "about 14.5 GFLOP"
+    assert full["attention_core"] == 4 * 768 * (1024 * 1025 // 2) == 1_612_185_600  # "1.6"
+    assert full["projections"] + full["mlp"] == full["linear"]
+    assert full["total"] == full["linear"] + full["attention_core"]
+    cached = generation_step_flops(1024, 768, 12, cached=True)
+    assert cached["linear"] == 24 * 768**2 and cached["attention_core"] == 4 * 768 * 1024
+    saved = {part: full[part] - cached[part] for part in ("linear", "attention_core")}
+    assert saved["linear"] > 8 * saved["attention_core"]
+    # the attention-only stack of the chapter: no MLP
+    assert generation_step_flops(32, 256, 4, cached=True, mlp_ratio=0)["mlp"] == 0
+    # agrees with attention_flops for the attention part of a full pass
+    assert (full["projections"] + full["attention_core"]
+            == attention_flops(1, 1024, 768, 12, causal=True))
+
+
+@pytest.mark.parametrize("kwargs, error", [(dict(mlp_ratio=-1), ValueError), (dict(mlp_ratio=2.0), TypeError),
+                                           (dict(cached="yes"), TypeError), (dict(num_tokens=0), ValueError)])
+def test_generation_step_flops_errors(kwargs, error):
+    arguments = dict(dict(num_tokens=8, d_model=16, num_heads=4, cached=True), **kwargs)
+    with pytest.raises(error, match=next(iter(kwargs))):
+        generation_step_flops(**arguments)
+
+
+def test_cpu_flash_kernel_blocks_predict_the_reference_causal_saving():
+    assert cpu_flash_blocks(1024) == (256, 512) and cpu_flash_blocks(768) == (256, 512)
+    assert cpu_flash_blocks(767) == (64, 512) and cpu_flash_blocks(191) == (32, 512)
+    # 4 query blocks x 2 key blocks at T = 1024: 1 + 1 + 2 + 2 of 8 tiles
+    assert causal_tile_fraction(1024, *cpu_flash_blocks(1024)) == 0.75
+    # no saving while one key block holds every key; towards 1/2 with more blocks
+    assert causal_tile_fraction(512, *cpu_flash_blocks(512)) == 1.0
+    assert causal_tile_fraction(2048, 256, 512) == 0.625
+    assert causal_tile_fraction(4096, 256, 512) == 0.5625
+    assert abs(causal_tile_fraction(2**16, 64, 64) - 0.5) < 1e-3
+    with pytest.raises(ValueError, match="key_block"):
+        causal_tile_fraction(8, 4, 0)

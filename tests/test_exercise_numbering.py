@@ -100,3 +100,27 @@ def test_site_references_to_exercises_say_the_release_number(site_dir):
             else:  # a solution's title links back to its exercise: "Exercise 3.2 (Title)"
                 assert text == expected or text.startswith(expected + " ("), f"{page.name}: {label}: {text!r}"
     assert refs > 0, "no {ref} to an exercise on any page: the test would check nothing"
+
+
+# The info line of each exercise (attention_book.instructor.exercise_info), styled by the same
+# extension; tests/test_exercise_info.py checks the notebooks, the release and the table.
+@pytest.mark.slow
+def test_the_site_shows_every_info_line(site_dir):
+    from bs4 import BeautifulSoup
+
+    from attention_book.instructor.exercise_info import course_infos
+
+    infos = course_infos(COURSE)
+    for chapter in COURSE.chapters:
+        if not chapter.exercises:
+            continue
+        page = site_dir / chapter.path.replace(".ipynb", ".html")
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        for ex in chapter.exercises:
+            box = soup.find(id=ex.label) or soup.select_one(f'div.exercise[id~="{ex.label}"]')
+            assert box is not None, ex.label
+            line = box.select_one("p.exercise-info")
+            assert line is not None, f"{ex.label}: no styled info line on the site"
+            stars = line.select_one(".exercise-difficulty")
+            assert stars.get_text() == infos[ex.label].stars
+            assert f"{infos[ex.label].minutes} min" in line.get_text()

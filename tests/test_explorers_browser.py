@@ -101,7 +101,7 @@ def explorers_page(open_page, site_dir):
     assert (site_dir / PAGE).is_file(), f"{PAGE} is not in the built site: list book/explorers in _toc.yml"
     page = open_page(PAGE)
     for kind in ("dk", "heads", "mask", "playback"):
-        page.wait_for_selector(f'[data-explorer="{kind}"] td.abx-cell[data-weight]', timeout=10_000)
+        page.wait_for_selector(f'[data-explorer="{kind}"] td.abx-cell[data-weight]')
     return page
 
 
@@ -224,9 +224,7 @@ def test_toggles_and_play_button_work(explorers_page):
     key_to(page, "playback", "snapshot_index", 0)
     control(page, "playback", "play").click()
     page.wait_for_function(
-        """() => Number(document.querySelector('[data-explorer="playback"] [data-control="snapshot_index"]').value) >= 2""",
-        timeout=5_000,
-    )
+        """() => Number(document.querySelector('[data-explorer="playback"] [data-control="snapshot_index"]').value) >= 2""")
     control(page, "playback", "play").click()  # pause
     assert_clean(page)
 
@@ -390,7 +388,7 @@ def test_explorers_work_and_fit_the_screen_at_every_width(open_page, screenshot,
     leaves an empty band below its maps."""
     page = open_page(PAGE, wait_for_math=False, viewport={"width": width, "height": 900}, color_scheme=scheme)
     for kind in MAIN_SLIDERS:
-        page.wait_for_selector(f'[data-explorer="{kind}"] td.abx-cell[data-weight]', timeout=10_000)
+        page.wait_for_selector(f'[data-explorer="{kind}"] td.abx-cell[data-weight]')
     assert page.evaluate("() => document.documentElement.dataset.theme") == scheme
     for kind, (name, _) in MAIN_SLIDERS.items():
         slider = control(page, kind, name)
@@ -558,7 +556,7 @@ SAMPLING_SETTINGS = [(1.0, 12, 0.9), (0.5, 12, 1.0), (1.5, 5, 1.0), (0.7, 8, 0.6
 
 @pytest.fixture
 def sampling_page(explorers_page):
-    explorers_page.wait_for_selector('[data-explorer="sampling"] tr.abx-dist-row[data-final]', timeout=10_000)
+    explorers_page.wait_for_selector('[data-explorer="sampling"] tr.abx-dist-row[data-final]')
     return explorers_page
 
 

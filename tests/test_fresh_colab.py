@@ -88,7 +88,7 @@ def student_runs(colab, tmp_path_factory):
         shutil.copy2(student_path(chapter), alone)
         assert sorted(p.name for p in folder.iterdir()) == [alone.name]
         notebook, _ = execute_notebook(alone, cwd=folder, kernel_name="colab", env_updates=env_updates,
-                                       timeout=600, allow_errors=True)
+                                       allow_errors=True)
         return notebook
 
     runs = NotebookRuns({chapter.stem: (lambda chapter=chapter: job(chapter)) for chapter in CHAPTERS},

@@ -148,3 +148,18 @@ def test_from_module_copies_dtype_and_mode():
     assert fused.W_key.weight.dtype == torch.float64 and not fused.training
     x = torch.randn(1, 3, 4, dtype=torch.float64)
     torch.testing.assert_close(fused(x), scratch(x))
+
+
+def test_fast_check_falls_back_to_the_full_checks():
+    # the forward pass checks x with a few comparisons; whatever fails them gets the full checks
+    fused = FusedMultiHeadAttention(4, 4, 3, 0.0, 2)
+    with pytest.raises(ValueError, match="unsqueeze"):
+        fused(torch.randn(3, 4))
+    with pytest.raises(ValueError, match="device"):
+        fused(torch.randn(1, 3, 4, device="meta"))
+
+    class Marked(torch.Tensor):  # a subclass takes the full checks and then runs
+        pass
+
+    x = torch.randn(1, 3, 4)
+    torch.testing.assert_close(fused(x.as_subclass(Marked)).as_subclass(torch.Tensor), fused(x))

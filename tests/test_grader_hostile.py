@@ -1,4 +1,4 @@
-"""Hostile submissions (issues 13 and 19): every attack as a notebook, graded once in a real sandbox.
+"""Hostile submissions (issues 13, 19 and 29): every attack as a notebook, graded once in a real sandbox.
 
 The class: chapter 3's solution (full marks), its untouched release (0), a partly solved notebook
 (exact partial points), every attack of tests/hostile/attacks.py (issue 13) and
@@ -13,13 +13,24 @@ notebook ended within its budget, the grader stayed under 1 GB (and so did each 
 replies), every other student was graded, cheating scored 0 and was flagged, no secret, hidden
 input or grader path reached an output, no process outlived grading, grades.csv did not change.
 
+Issue 29 (tests/hostile/round3.py): the grader runs inside a session keyring holding a canary
+(and one is in the user keyring): a notebook that reads and plants keys finds neither and adds
+none; a notebook trying every refused family of system calls gets EPERM and is graded as usual;
+file names of any length and any leading or trailing character are graded (each its own
+student), and the next run does not refuse them; a byte-order mark and cell magics grade
+normally. Separate small runs check regrading (points change: no notebook runs; a timed-out
+notebook is graded again under a longer limit), a grader that fails on a notebook (no points
+written, exit status 4), an install whose libraries map as much as PyTorch's CUDA build, and
+``--student`` with any file name.
+
 ``tools/hostile_before.py`` runs the same class against the grader of an earlier commit: the
-attacks of issue 19 fail there (see its report).
+attacks of issues 19 and 29 fail there (see its report).
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import re
@@ -36,12 +47,13 @@ from attention_book.instructor.release import release_notebook
 from attention_book.instructor.report import read_grades
 from attention_book.instructor.runner import RunOptions
 from attention_book.instructor.sandbox import UID_BASE, IsolationError, Sandbox, stray_processes
-from attention_book.instructor.submissions import display_name, pick_chapter
+from attention_book.instructor.submissions import NAME_BYTES, display_name, file_name_part, pick_chapter
 from attention_book.instructor.worker import hard_deadline
 from helpers import needs_isolation
 from hostile.attacks import ATTACKS, solved_subset
 from hostile.harness import grade_in_process, read_records, snapshot
 from hostile.round2 import NAMES, ROUND2
+from hostile.round3 import CANARY, CUDA_FOOTPRINT, LONG_NAME, NAMES3, ROUND3, SYSCALLS, with_bom
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET_ENV = "SECRET-H2-env-3f9a"
@@ -95,7 +107,8 @@ def graded(tmp_path_factory):
     subs = base / "submissions"
     subs.mkdir()
     coding = [ex.label for ex in chapter.exercises if ex.answer_cells and course.points_for(ex.label) > 0]
-    context = {"watched": str(watched), "hold_seconds": HOLD_SECONDS}
+    canary_name = f"attention-book-canary-{os.getpid()}-{time.time_ns()}"  # runs as one user share its keyring
+    context = {"watched": str(watched), "hold_seconds": HOLD_SECONDS, "canary_name": canary_name}
     # the process hog sorts first; the honest notebooks after it are graded while it holds its slots
     _write(subs, "00-hog.ipynb", ROUND2["process-hog"].build(source=source, release=release, chapter=chapter,
                                                               other=other, context=context))
@@ -119,6 +132,12 @@ def graded(tmp_path_factory):
     _write(subs, "x | 99 | 99 | 100 | forged |.ipynb", release)
     for raw in NAMES:
         _write(subs, raw, solved_subset(source, chapter, coding[:1]))
+    for name, attack in ROUND3.items():  # issue 29: keyrings, refused calls, honest cell magics
+        _write(subs, f"r3-{name}.ipynb", attack.build(source=source, release=release, chapter=chapter,
+                                                      other=other, context=context))
+    (subs / "r3-bom.ipynb").write_bytes(with_bom(source))
+    for name in NAMES3:  # each its own student: the solution, except "carol " (trailing space): the release
+        _write(subs, name, release if name == "carol .ipynb" else source)
     secret_nb = json.loads(json.dumps(release))
     secret_nb["cells"].append({"cell_type": "markdown", "metadata": {}, "source": SECRET_OTHER})
     _write(subs, "zz-other.ipynb", secret_nb)
@@ -134,7 +153,7 @@ def graded(tmp_path_factory):
     before = {"sandbox": set(stray_processes()), "watched": snapshot(watched),
               "instructor": snapshot(ROOT / "instructor"), "subs": snapshot(subs)}
     env = dict(os.environ, H2_GRADER_SECRET=SECRET_ENV, HOME=str(home), TMPDIR=str(temp))
-    result = grade_in_process(ROOT, subs, out, OPTIONS, LIMITS, env=env)
+    result = grade_in_process(ROOT, subs, out, OPTIONS, LIMITS, env=env, canary=CANARY, canary_name=canary_name)
     assert result["code"] == 0, result["stderr"][-3000:]
     csv_before = (out / "grades.csv").read_bytes()
     time.sleep(5)  # the detached forger of the "detach" attack would strike after 3 s
@@ -169,9 +188,7 @@ def _outputs(path: Path):
 
 
 def _executed(graded, name: str) -> Path:
-    from urllib.parse import quote
-
-    return graded["out"] / "executed" / quote(name.encode("utf-8"), safe="-_.")
+    return graded["out"] / "executed" / file_name_part(name)
 
 
 def _printed(graded, name: str, marker: str):
@@ -397,7 +414,9 @@ def test_skipped_files_are_listed(graded):
 
 
 def test_rerun_reuses_records_of_the_same_files(graded):
-    options = GradeOptions(chapter="03", quiet=True, unsafe=False)
+    """Also: the manual-points template holds "'=carol" now, and the run does not refuse it."""
+    options = GradeOptions(chapter="03", quiet=True, unsafe=False, timeout=OPTIONS["timeout"],
+                           tests_timeout=OPTIONS["tests_timeout"], check_timeout=OPTIONS["check_timeout"])
     report = grade_folder(graded["course"], graded["subs"], graded["out"], options)
     assert report.graded == [] and len(report.skipped) == len(report.students)
     assert read_grades(report.csv_path) == graded["rows"]
@@ -425,3 +444,250 @@ def test_sandbox_view_hides_instructor_files(tmp_path):
             ("--tmpfs", str(private.resolve())) in pairs), private
     assert {"--unshare-net", "--unshare-pid", "--die-with-parent"} <= set(args)
     assert ("--remount-ro", "/") in pairs and ("--remount-ro", "/dev") in pairs
+
+
+# ------------------------------------------------------------------------------------------------ issue 29: the sandbox
+
+
+def test_keyrings_of_the_grader_are_out_of_reach(graded):
+    """The grader ran in a session keyring holding a canary (and one was in the user keyring): the
+    notebook could read neither, find neither, add nothing, and /proc/keys told it nothing."""
+    lines = _printed(graded, "r3-keyring.ipynb", "KEYRING")
+    assert lines, "the keyring attack did not report"
+    text = "\n".join(lines)
+    assert "KEYRING-LEAK" not in text and CANARY not in text, text
+    for call in ("read session", "read user", "search session", "search user", "add_key session", "add_key user",
+                 "request_key"):
+        assert f"KEYRING {call} EPERM" in text, (call, text)
+    assert "KEYRING /proc/keys readable" not in text, text
+    keys = graded["result"]["keys"]
+    # the grader's own session keyring is exactly as it was; the user keyring (shared with every
+    # process of this user: other runs may add their canaries) holds no key the notebook planted
+    assert keys["session"]["after"] == keys["session"]["before"], keys["session"]
+    for ring in ("session", "user"):
+        assert keys[ring]["canary"] in keys[ring]["after"] and keys[ring]["still_readable_here"], (ring, keys[ring])
+        assert not [d for d in keys[ring]["described_after"] if "planted-by-student" in d], keys[ring]
+    assert all(points == top for points, top, _ in _points(graded, "r3-keyring").values())
+
+
+def test_refused_system_calls_fail_with_eperm_and_the_notebook_is_graded(graded):
+    lines = _printed(graded, "r3-syscalls.ipynb", "SYSCALL")
+    got = {line.split()[1]: line.split()[2] for line in lines}
+    assert set(got) == {name for name, *_ in SYSCALLS}, lines
+    assert {name: err for name, err in got.items() if err != "EPERM"} == {}, lines
+    assert all(points == top for points, top, _ in _points(graded, "r3-syscalls").values())
+
+
+# ------------------------------------------------------------------------------------------------ issue 29: names, odd notebooks
+
+
+def test_any_file_name_is_graded_as_its_own_student(graded):
+    """117 bytes of Cyrillic stopped the whole class (ENAMETOOLONG); 255 bytes is the most a file
+    system holds; "carol " (trailing space) is not "carol"; "'=carol" is a student like any other."""
+    for name in NAMES3:
+        student = name[:-6]
+        # grades.csv's reader takes a leading ' before = as the CSV escape (grader-output's item 2)
+        rows = _points(graded, student if not student.startswith("'=") else student[1:])
+        full = name != "carol .ipynb"
+        assert all((points == top) == full for points, top, _ in rows.values()), (student, rows)
+        for folder, path in (("records", graded["out"] / "records" / file_name_part(name, ".json")),
+                             ("executed", _executed(graded, name)),
+                             ("feedback", graded["out"] / "feedback" / file_name_part(student, ".md"))):
+            assert path.is_file(), (folder, name)
+            assert len(path.name.encode()) <= NAME_BYTES
+    record = json.loads((graded["out"] / "records" / file_name_part(LONG_NAME, ".json")).read_text())
+    assert record["file"] == LONG_NAME and record["student"] == LONG_NAME[:-6]
+    assert file_name_part(LONG_NAME, ".json") == LONG_NAME + ".json"  # readable as it is
+    gradebook = (graded["out"] / "gradebook.csv").read_text(encoding="utf-8")
+    assert "\ncarol ," in gradebook and "\ncarol," in gradebook and LONG_NAME[:-6] in gradebook
+
+
+@pytest.mark.parametrize("name", ["r3-bom", "r3-magic-time", "r3-magic-capture"])
+def test_honest_odd_notebooks_score_full_marks(graded, name):
+    """A UTF-8 byte-order mark ("not a notebook") and %%time / %%capture on the first line of an
+    answer cell ("does not define my_softmax") are honest work."""
+    rows = _points(graded, name)
+    assert all(points == top > 0 for points, top, _ in rows.values()), rows
+    assert "does not define" not in _flags(graded, name)
+
+
+# ------------------------------------------------------------------------------------------------ issue 29: regrading
+
+
+SLEEPER = "import time\ntime.sleep(150)  # more than the first run's time limit, less than the second's\n"
+
+
+@pytest.fixture(scope="module")
+def regraded(tmp_path_factory):
+    """A small class graded three times into one folder: under a short time limit, after a change
+    of points only, and under a longer time limit."""
+    from hostile.round2 import _with_added_cell
+
+    base = tmp_path_factory.mktemp("regrade")
+    needs_isolation(base)
+    course = Course.load(ROOT)
+    chapter = pick_chapter(course, "03")
+    source = nbformat.read(str(ROOT / chapter.path), as_version=4)
+    coding = [ex.label for ex in chapter.exercises if ex.answer_cells and course.points_for(ex.label) > 0]
+    subs = base / "submissions"
+    subs.mkdir()
+    _write(subs, "solution.ipynb", source)
+    out = base / "out"
+    grade_folder(course, subs, out, GradeOptions(chapter="03", quiet=True))  # the reference values, cached
+    _write(subs, "partial.ipynb", solved_subset(source, chapter, coding[:1]))
+    _write(subs, "sleeper.ipynb", _with_added_cell(source, SLEEPER))
+    # time for an honest notebook on a busy machine, not for the sleeper
+    short = GradeOptions(chapter="03", quiet=True, timeout=60, tests_timeout=60, check_timeout=20)
+    first = grade_folder(course, subs, out, short)
+    rows_first = read_grades(out / "grades.csv")
+    points = base / "points.toml"  # the instructor gives the first exercise 5 points instead of 2
+    text = course.points_file.read_text(encoding="utf-8")
+    points.write_text(text.replace(f"{coding[0]} = {course.points_for(coding[0]):g}", f"{coding[0]} = 5"))
+    changed = Course.load(ROOT, points_file=points)
+    assert changed.points_for(coding[0]) == 5
+    started = time.monotonic()
+    second = grade_folder(changed, subs, out, short)
+    second_seconds = time.monotonic() - started
+    rows_second = read_grades(out / "grades.csv")
+    longer = dataclasses.replace(short, timeout=240)
+    third = grade_folder(changed, subs, out, longer)
+    return {"first": first, "second": second, "third": third, "rows": [rows_first, rows_second,
+            read_grades(out / "grades.csv")], "second_seconds": second_seconds, "label": coding[0],
+            "records": read_records(out)}
+
+
+def test_a_change_of_points_recomputes_totals_without_running_a_notebook(regraded):
+    second = regraded["second"]
+    assert second.graded == [] and second.reference_seconds == 0, second.graded  # nothing ran
+    label = regraded["label"]
+    before, after = regraded["rows"][0], regraded["rows"][1]
+    assert before[("solution", label)][:2] == (2, 2) and after[("solution", label)][:2] == (5, 5)
+    assert after[("partial", label)][:2] == (5, 5)
+    for key, value in before.items():
+        if key[1] != label:
+            assert after[key] == value, key
+    print(f"regrading after a change of points: {regraded['second_seconds']:.1f} s (no notebook ran)")
+
+
+def test_a_timed_out_notebook_is_graded_again_when_the_limit_grows(regraded):
+    first, _, third = regraded["rows"]
+    assert all(p == 0 for (student, _label), (p, _top, _why) in first.items() if student == "sleeper")
+    assert "time limit" in first[("sleeper", regraded["label"])][2]
+    assert "sleeper.ipynb" not in regraded["second"].graded  # same limit: its record stands
+    assert regraded["third"].graded == ["sleeper.ipynb"]  # the limit grew: graded again, the others kept
+    assert all(points == top > 0 for (student, _), (points, top, _) in third.items() if student == "sleeper")
+    assert regraded["records"]["sleeper"]["limits"]["timeout"] == 240
+
+
+# ------------------------------------------------------------------------------------------------ issue 29: installs, failures
+
+
+def test_libraries_as_large_as_torchs_cuda_build_grade_chapter_3_right(tmp_path):
+    """PyTorch's default (CUDA) build maps about 3 GB on import, even without a GPU: the worker's
+    fixed 3 GB address-space limit made every notebook score 0 ("hidden tests ... failed to load:
+    MemoryError"). Here the grader and its workers map 4 GB more than the CPU build (a module
+    imported at their start reserves it, as the CUDA libraries do) and chapter 3 grades right."""
+    needs_isolation(tmp_path)
+    course = Course.load(ROOT)
+    chapter = pick_chapter(course, "03")
+    source = nbformat.read(str(ROOT / chapter.path), as_version=4)
+    release = release_notebook(source, chapter, course.context())
+    subs = tmp_path / "submissions"
+    subs.mkdir()
+    _write(subs, "solution.ipynb", source)
+    _write(subs, "release.ipynb", release)
+    simulation = tmp_path / "simulation"
+    simulation.mkdir()
+    (simulation / "sitecustomize.py").write_text(CUDA_FOOTPRINT)
+    env = dict(os.environ, AB_SIMULATE_MAPPED_MB="4096",
+               PYTHONPATH=os.pathsep.join([str(simulation)] + [p for p in os.environ.get("PYTHONPATH", "").split(
+                   os.pathsep) if p]))
+    result = grade_in_process(ROOT, subs, tmp_path / "out", dict(OPTIONS, jobs=1), LIMITS, env=env)
+    assert result["code"] == 0, result["stderr"][-3000:]
+    rows = read_grades(tmp_path / "out" / "grades.csv")
+    assert all(points == top > 0 for (student, _), (points, top, _) in rows.items() if student == "solution"), rows
+    assert all(points == 0 for (student, _), (points, _, _) in rows.items() if student == "release"), rows
+    records = read_records(tmp_path / "out")
+    assert all(r["worker_mapped_mb"] > 4096 for r in records.values()), {n: r.get("worker_mapped_mb")
+                                                                          for n, r in records.items()}
+
+
+def test_a_grader_failure_is_never_a_grade(tmp_path, monkeypatch):
+    """When the grader itself fails on a notebook (here: an exception in the grader while it grades
+    bob, as the worker's MemoryError loading the hidden tests was) the run exits non-zero, and no 0
+    reaches grades.csv or the gradebooks: the notebook is listed as not graded, and the next run
+    grades it."""
+    from attention_book.cli import main
+    from attention_book.instructor import grade
+
+    needs_isolation(tmp_path)
+    course = Course.load(ROOT)
+    chapter = pick_chapter(course, "03")
+    source = nbformat.read(str(ROOT / chapter.path), as_version=4)
+    subs = tmp_path / "submissions"
+    subs.mkdir()
+    _write(subs, "alice.ipynb", source)
+    _write(subs, "bob.ipynb", source)
+    out = tmp_path / "out"
+    real_folder, real_submission = grade.grade_folder, grade.grade_submission
+
+    def failing_for_bob(sub, *args, **kwargs):
+        if sub.name == "bob.ipynb":
+            raise RuntimeError("hidden tests failed to load: MemoryError")
+        return real_submission(sub, *args, **kwargs)
+
+    monkeypatch.setattr(grade, "grade_folder", lambda course, folder, out, options: real_folder(
+        course, folder, out, dataclasses.replace(options, isolate_workers=False)))
+    monkeypatch.setattr(grade, "grade_submission", failing_for_bob)
+    common = ["grade", str(subs), "--root", str(ROOT), "--chapter", "03", "--out", str(out), "--timeout", "90"]
+    assert main(common) == 4
+    rows = read_grades(out / "grades.csv")
+    assert {student for student, _ in rows} == {"alice"}, rows  # alice is graded, bob has no 0
+    assert all(points == top > 0 for (_, _), (points, top, _) in rows.items())
+    for name in ("gradebook.csv", "gradebook-canvas.csv"):
+        assert "bob" not in (out / name).read_text(encoding="utf-8"), name
+    assert not (out / "feedback" / "bob.md").exists()
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "bob.ipynb" in summary and "the autograder failed on this notebook" in summary
+    monkeypatch.setattr(grade, "grade_submission", real_submission)
+    assert main(common) == 0  # the next run grades bob (and only bob)
+    rows = read_grades(out / "grades.csv")
+    assert all(points == top > 0 for (student, _), (points, top, _) in rows.items()), rows
+    assert {student for student, _ in rows} == {"alice", "bob"}
+
+
+@pytest.mark.parametrize("problem, grader_error", [("crash", True), ("died", True), ("memory", False),
+                                                   ("deadline", False)])
+def test_only_failures_of_the_grader_itself_are_kept_out_of_the_grades(problem, grader_error, tmp_path):
+    """A worker that crashed or died is the grader's failure (no points); one stopped at the hard
+    time limit or by its replies' memory limit is the notebook's doing (0 points, flagged)."""
+    from attention_book.instructor.grade import _worker_record
+    from attention_book.instructor.submissions import Submission
+
+    chapter = pick_chapter(Course.load(ROOT), "03")
+    sub = Submission("alice.ipynb", tmp_path / "alice.ipynb", "0" * 64)
+    record = _worker_record({"worker_error": problem, "detail": "x"}, sub, chapter, RunOptions())
+    assert bool(record.get("grader_error")) is grader_error
+    assert record["timed_out"] is (problem == "deadline")
+
+
+def test_the_student_option_takes_any_file_name(tmp_path):
+    from attention_book.instructor.grade import _pick_student
+    from attention_book.instructor.submissions import list_submissions
+
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    for name in NAMES3 + [os.fsdecode(b"\xff\xfe-latin1.ipynb")]:
+        with open(os.path.join(os.fsencode(folder), os.fsencode(name)), "wb") as handle:
+            handle.write(b"{}")
+    subs, skipped = list_submissions(folder)
+    assert skipped == [] and len(subs) == len(NAMES3) + 1
+    for sub in subs:
+        stem = sub.name[:-6]
+        for wanted in (sub.name, stem, sub.student):
+            assert _pick_student(subs, wanted) is sub, (wanted, sub.name)
+    assert _pick_student(subs, "carol").name == "carol.ipynb"
+    assert _pick_student(subs, "carol ").name == "carol .ipynb"
+    assert _pick_student(subs, "'=carol").name == "'=carol.ipynb"
+    with pytest.raises(ValueError, match="no such submission"):
+        _pick_student(subs, "alic")

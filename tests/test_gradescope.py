@@ -51,9 +51,10 @@ def unpack(bundle: Path, root: Path) -> Path:
 
 
 def environment(root: Path) -> dict:
-    env = dict(os.environ, AUTOGRADER_ROOT=str(root), AUTOGRADER_PYTHON=sys.executable)
-    env.pop("PYTHONPATH", None)
-    return env
+    """run_autograder's environment: the bundle's own copy of the package first (what setup.sh
+    installs on Gradescope), whatever this checkout's virtual environment links to."""
+    return dict(os.environ, AUTOGRADER_ROOT=str(root), AUTOGRADER_PYTHON=sys.executable,
+                PYTHONPATH=str(root / "source" / "course" / "src"))
 
 
 def prepare(root: Path) -> str:
@@ -64,17 +65,23 @@ def prepare(root: Path) -> str:
     return done.stdout
 
 
-def run_autograder(root: Path, notebook=None, name: str = "submission.ipynb") -> dict:
-    """Put ``notebook`` (a path or a notebook) alone into ROOT/submission, run ROOT/run_autograder."""
+def run_autograder(root: Path, notebook=None, name: str = "submission.ipynb", fails: bool = False) -> dict:
+    """Put ``notebook`` (a path, a notebook or the file's bytes) alone into ROOT/submission, run
+    ROOT/run_autograder. ``fails``: the grader is expected to fail (non-zero exit, no results)."""
     for folder in ("submission", "results"):
         shutil.rmtree(root / folder, ignore_errors=True)
         (root / folder).mkdir()
     if isinstance(notebook, Path):
         shutil.copy(notebook, root / "submission" / name)
+    elif isinstance(notebook, bytes):
+        (root / "submission" / name).write_bytes(notebook)
     elif notebook is not None:
         nbformat.write(notebook, str(root / "submission" / name))
     done = subprocess.run([str(root / "run_autograder")], env=environment(root), capture_output=True,
                           text=True, timeout=900)
+    if fails:
+        assert done.returncode != 0 and not (root / "results" / "results.json").exists(), done.stdout + done.stderr
+        return {"_stdout": done.stdout + done.stderr}
     assert done.returncode == 0, done.stdout + done.stderr
     results = json.loads((root / "results" / "results.json").read_text())
     results["_stdout"] = done.stdout + done.stderr
@@ -178,12 +185,14 @@ def test_no_notebook_or_a_broken_one_still_gives_results(toy_bundle, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_crashing_grader_still_leaves_a_results_file(toy_bundle, tmp_path):
+def test_a_crashing_grader_writes_no_score(toy_bundle, tmp_path):
+    """The grader's own failure is not a grade (issue 29): no results.json (Gradescope then shows
+    an autograder failure and no score, never a 0), a non-zero exit, the reason in the output."""
     gs = tmp_path / "gs"
     shutil.copytree(toy_bundle["gs"], gs, symlinks=True)
     (gs / "source" / "gradescope.json").write_text("{broken")
-    result = run_autograder(gs, toy_bundle["solution"])
-    assert result["score"] == 0 and "failed" in result["output"]
+    result = run_autograder(gs, toy_bundle["solution"], fails=True)
+    assert "the autograder failed on this submission" in result["_stdout"]
 
 
 # ------------------------------------------------------------------------------------------------ chapter 3
@@ -232,3 +241,12 @@ def test_chapter_3_solution_full_marks_and_release_zero(tmp_path):
 
     softmax = next(t for t in reused["tests"] if t["number"] == exercise_number("ex-03-stable-softmax"))
     assert softmax["score"] == 0 and "write your own" in softmax["output"], softmax
+    # issue 29: an honest notebook saved with a byte-order mark, %%time on its answer cells, under
+    # a 117-byte file name (ENAMETOOLONG before): full marks
+    from hostile.round3 import LONG_NAME, ROUND3, with_bom
+
+    timed = ROUND3["magic-time"].build(source=nbformat.read(str(ROOT / chapter.path), as_version=4),
+                                       release=release, chapter=chapter, other=None)
+    odd = run_autograder(gs, with_bom(timed), LONG_NAME)
+    check_format(odd)
+    assert all(t["score"] == t["max_score"] > 0 for t in odd["tests"]), odd["tests"]

@@ -34,7 +34,7 @@ CHAPTER: Dict[str, Optional[int]] = {
     "cross": 6,
     "causal": 7,
     "hello_world": 8,
-    "gpt": 9, "sampling": 9, "corpus": 9,
+    "gpt": 9, "gpt2_weights": 9, "gpt_training": 9, "gpt_accounting": 9, "sampling": 9, "corpus": 9,
     "scale": 10, "fused": 10, "kv_cache": 10, "cost": 10, "measure": 10, "benchmark": 10,
     "positions": 10, "gqa": 10, "reference": SHARED,
     # around the book: may import any chapter

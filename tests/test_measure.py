@@ -9,11 +9,15 @@ from attention_book.cost import score_matrix_bytes
 from attention_book.fused import FusedMultiHeadAttention
 from attention_book.measure import (
     NOISY_SPREAD,
+    REGIMES,
     Timing,
     compare,
     matmul_gflops,
     memory_bandwidth,
     peak_memory,
+    plan_for,
+    regime,
+    regime_note,
     time_call,
     time_samples,
     timing_note,
@@ -144,3 +148,102 @@ def test_memory_bandwidth_is_positive():
     assert memory_bandwidth(num_bytes=2**20, repeats=2) > 0
     with pytest.raises(ValueError, match="num_bytes"):
         memory_bandwidth(num_bytes=0)
+
+
+# ---- what to measure on which device (issue 27), and which limit a time is at
+
+
+def test_plan_for_a_cpu_keeps_the_chapters_small_sizes_in_float32_on_one_thread():
+    plan = plan_for(torch.device("cpu"))
+    assert plan == plan_for() == plan_for("cpu")
+    assert (plan.dtype, plan.timer, plan.threads) == (torch.float32, "perf_counter", 1)
+    assert plan.kernel_shape == (1, 4, 1024, 64)  # the causal-flag cell and its reference
+    assert plan.sweep == ((1, 64, True), (1, 128, True), (1, 256, True), (1, 512, False))
+    assert plan.curve_lengths == (64, 128, 256, 512) and plan.decode_lengths == (32, 128, 512)
+    assert not plan.compile_flex
+    before = torch.get_num_threads()
+    try:
+        plan.apply()
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("capability, dtype", [((7, 5), torch.float16), ((8, 0), torch.bfloat16),
+                                               ((8, 6), torch.bfloat16), ((9, 0), torch.bfloat16),
+                                               ((6, 1), torch.float16)])
+def test_plan_for_a_gpu_fills_it_in_its_fastest_dtype_with_cuda_events(capability, dtype):
+    plan = plan_for("cuda", capability=capability, memory_gib=80)
+    assert plan.dtype == dtype and plan.timer == "cuda_events" and plan.threads is None
+    batch, heads, tokens, head_dim = plan.kernel_shape
+    assert batch * tokens >= 16384 and heads * head_dim == 768 and head_dim == 64
+    for rows in (plan.sweep, plan.full_sweep):
+        assert all(b * t >= 16384 for b, t, _ in rows)
+    assert (plan.sweep_d_model, plan.sweep_heads) == (768, 12)
+    assert (plan.decode_width, plan.decode_heads, plan.decode_layers) == (768, 12, 12)
+    assert plan.compile_flex and min(plan.matmul_sizes) >= 4096
+    assert f"{capability[0]}.{capability[1]}" in plan.description and plan.dtype_name in plan.description
+
+
+def test_plan_for_a_small_gpu_times_from_scratch_attention_only_where_it_fits():
+    # 4 float32 (B, 12, T, T) matrices within 60% of the memory: a 15 GiB T4 stops at 2,048
+    t4 = plan_for("cuda", capability=(7, 5), memory_gib=15)
+    assert [t for _, t, _ in t4.sweep] == [1024, 2048] and max(t4.curve_lengths) == 4096
+    h100 = plan_for("cuda", capability=(9, 0), memory_gib=80)
+    assert [t for _, t, _ in h100.sweep] == [1024, 2048, 4096] and max(h100.curve_lengths) == 8192
+    assert max(t for _, t, _ in h100.full_sweep) == 8192
+    for plan in (t4, h100):
+        batch, heads, tokens, _ = plan.kernel_shape
+        assert 4 * batch * heads * tokens**2 * 2 < 0.6 * 15 * 2**30  # the half-precision core fits a T4
+    with pytest.raises(ValueError, match="memory_gib"):
+        plan_for("cuda", capability=(9, 0), memory_gib=0)
+
+
+def test_plan_for_errors():
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="capability"):
+            plan_for("cuda")
+    with pytest.raises(TypeError, match="capability"):
+        plan_for("cuda", capability="8.0")
+
+
+def test_cuda_events_need_a_cuda_device_and_unknown_timers_are_refused():
+    with pytest.raises(ValueError, match="cuda_events"):
+        time_samples(lambda: None, timer="cuda_events")
+    with pytest.raises(ValueError, match="timer"):
+        compare({"a": lambda: None}, timer="stopwatch")
+    assert time_samples(lambda: None, repeats=2, timer="perf_counter").median >= 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_events_time_gpu_work():
+    a = torch.randn(2048, 2048, device="cuda")
+    timing = time_samples(lambda: a @ a, repeats=3, device="cuda")
+    assert timing.median > 0
+
+
+def test_regime_tells_overhead_compute_and_memory_apart():
+    peak = 100e9  # FLOP/s
+    # launches: the same calls on tiny tensors take 80% of the time
+    assert regime(1e-3, 1e6, peak, fixed_seconds=0.8e-3) == "overhead-bound"
+    # 50 GFLOP/s of 100: compute-bound; 5 of 100: memory-bound
+    assert regime(1e-3, 50e6, peak, fixed_seconds=0.1e-3) == "compute-bound"
+    assert regime(1e-3, 5e6, peak, fixed_seconds=0.1e-3) == "memory-bound"
+    assert regime(1e-3, 5e6, peak) == "memory-bound"
+    assert set(REGIMES) == {"overhead-bound", "compute-bound", "memory-bound"}
+    note = regime_note("fused, T = 4096", 1e-3, 60e6, peak, fixed_seconds=1e-5)
+    assert note.startswith("fused, T = 4096: compute-bound (60% of the matmul ceiling")
+    assert "1%" in note
+
+
+@pytest.mark.parametrize("kwargs, error, name", [
+    (dict(seconds=0.0), ValueError, "seconds"),
+    (dict(seconds="1"), TypeError, "seconds"),
+    (dict(flops=-1), ValueError, "flops"),
+    (dict(peak_flops=True), TypeError, "peak_flops"),
+    (dict(fixed_seconds=-1e-3), ValueError, "fixed_seconds"),
+])
+def test_regime_errors(kwargs, error, name):
+    arguments = dict(dict(seconds=1e-3, flops=1e6, peak_flops=1e9), **kwargs)
+    with pytest.raises(error, match=name):
+        regime(**arguments)

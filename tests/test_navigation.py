@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser import visible_toggle
+from browser import settle, visible_toggle
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -79,8 +79,7 @@ def test_sidebar_toggles_open_usable_panels(open_at, screenshot, width, scheme):
 
 
 def wait_dialog(page, kind: str, is_open: bool):
-    page.wait_for_function(f"() => document.getElementById('pst-{kind}-sidebar-modal').open === {str(is_open).lower()}",
-                           timeout=3000)
+    page.wait_for_function(f"() => document.getElementById('pst-{kind}-sidebar-modal').open === {str(is_open).lower()}")
 
 
 def check_chapter_list(page, screenshot, width, scheme, where):
@@ -93,11 +92,11 @@ def check_chapter_list(page, screenshot, width, scheme, where):
         assert_usable(link, f"{where}, chapter list beside the article")
         toggle.click()
         page.wait_for_function("(s) => s.getBoundingClientRect().right <= 0 || s.classList.contains('pst-sidebar-hidden')",
-                               arg=sidebar.element_handle(), timeout=3000)
-        page.wait_for_timeout(350)  # the theme's slide-out transition
+                               arg=sidebar.element_handle())
+        settle(page)  # the theme's slide-out transition
         assert not on_screen(link)["clickable"], f"{where}: the toggle did not hide the chapter list"
         toggle.click()
-        page.wait_for_timeout(350)
+        settle(page)
         assert_usable(link, f"{where}, chapter list shown again")
     else:
         assert not dialog_open(page, "primary") and not on_screen(link)["inView"]
@@ -109,7 +108,7 @@ def check_chapter_list(page, screenshot, width, scheme, where):
         wait_dialog(page, "primary", False)
         gone = "(l) => { const b = l.getBoundingClientRect(); const x = b.left + 5, y = b.top + b.height / 2; " \
                "const hit = document.elementFromPoint(x, y); return !(hit && l.contains(hit)); }"
-        page.wait_for_function(gone, arg=link.element_handle(), timeout=3000)
+        page.wait_for_function(gone, arg=link.element_handle())
         assert not on_screen(link)["clickable"], f"{where}: the chapter list stayed on screen after Escape"
         toggle.click()
         wait_dialog(page, "primary", True)
@@ -140,10 +139,10 @@ def check_page_contents(page, screenshot, width, scheme, where):
     target = link.get_attribute("href")
     assert target.startswith("#"), target
     link.click()
-    page.wait_for_function("(hash) => location.hash === hash", arg=target, timeout=3000)
+    page.wait_for_function("(hash) => location.hash === hash", arg=target)
     if toggle is not None:
         wait_dialog(page, "secondary", False)  # the panel must not stay open over the section
-    page.wait_for_timeout(300)  # smooth scrolling
+    settle(page)  # smooth scrolling
     heading = page.locator(f"[id='{target[1:]}'] > :is(h1, h2, h3)").first
     state = on_screen(heading)
     assert state["inView"] and state["clickable"], f"{where}: the section {target} is not shown ({state})"

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
 from concurrent.futures import ThreadPoolExecutor
 
-import nbformat
 import pytest
 
-from helpers import BUILD, ROOT, book_notebooks, execute_notebook, printed_text
+from helpers import BUILD, ROOT, book_notebooks, execute_notebook, keep_executed, printed_text
 
 NOTEBOOKS = book_notebooks()
 
@@ -23,10 +21,8 @@ def test_notebook_runs_and_is_deterministic(path):
     with ThreadPoolExecutor(max_workers=2) as pool:
         runs = [pool.submit(execute_notebook, path) for _ in range(2)]
         (first, first_seconds), (second, second_seconds) = [run.result() for run in runs]
-    # Keep the executed copy: tests/test_quoted_numbers.py reads it instead of running the chapter again.
-    first.metadata["attention_book_source_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
-    (BUILD / "executed").mkdir(parents=True, exist_ok=True)
-    nbformat.write(first, str(BUILD / "executed" / path.name))
+    # Keep the executed copy: tests/test_quoted_numbers.py checks the prose against this run.
+    keep_executed(path, first)
     first_text, second_text = printed_text(first), printed_text(second)
     assert first_text.strip(), f"{path.name} printed nothing: the comparison would be meaningless"
     diff = "\n".join(difflib.unified_diff(first_text.splitlines(), second_text.splitlines(),

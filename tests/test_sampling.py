@@ -115,6 +115,68 @@ def test_generate_appends_tokens_and_greedy_is_deterministic():
     assert sampled.shape == (1, 8)
 
 
+def tiny_double_gpt(seed=0, **overrides):
+    """A small GPT in float64: cached and uncached logits agree to ~1e-15, so no near-tie between
+    two tokens can turn out differently and the token-for-token comparison is exact on any CPU."""
+    torch.manual_seed(seed)
+    config = dict(vocab_size=11, context_length=8, d_model=16, n_layer=2, n_head=2) | overrides
+    return GPT(GPTConfig(**config)).double().eval()
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("how", [dict(temperature=0), dict(temperature=1.0), dict(temperature=0.8, top_k=4),
+                                 dict(temperature=1.2, top_p=0.9)])
+def test_cached_generation_writes_the_same_tokens(fused, how):
+    """use_cache=True: the same tokens as without, greedy and seeded sampling, a batch of two
+    prompts, past the end of the context (where the window slides and the cache starts again)."""
+    model = tiny_double_gpt(fused_attention=fused)
+    idx = torch.tensor([[1, 2, 3], [4, 4, 0]])
+    plain = generate(model, idx, 14, generator=torch.Generator().manual_seed(5), **how)
+    cached = generate(model, idx, 14, generator=torch.Generator().manual_seed(5), use_cache=True, **how)
+    assert plain.shape == (2, 17) and torch.equal(cached, plain)
+
+
+def test_cached_generation_runs_one_token_per_step_inside_the_context(monkeypatch):
+    """Inside the context each step after the prompt runs one token; past it, the whole window."""
+    model = tiny_double_gpt()
+    lengths = []
+    real_forward = GPT.forward
+
+    def recording(self, idx, *args, **kwargs):
+        lengths.append(idx.shape[1])
+        return real_forward(self, idx, *args, **kwargs)
+
+    monkeypatch.setattr(GPT, "forward", recording)
+    generate(model, torch.tensor([[1, 2, 3]]), 8, temperature=0, use_cache=True)
+    assert lengths == [3, 1, 1, 1, 1, 1, 8, 8]  # prompt; 5 single tokens fill the 8 places; then windows
+    lengths.clear()
+    generate(model, torch.tensor([[1, 2, 3]]), 8, temperature=0)
+    assert lengths == [3, 4, 5, 6, 7, 8, 8, 8]
+
+
+def test_cached_generation_in_float32_matches_too():
+    torch.manual_seed(1)
+    model = GPT(GPTConfig(vocab_size=23, context_length=16, d_model=32, n_layer=2, n_head=4)).eval()
+    idx = torch.randint(0, 23, (1, 4), generator=torch.Generator().manual_seed(0))
+    assert torch.equal(generate(model, idx, 10, temperature=0, use_cache=True), generate(model, idx, 10, temperature=0))
+
+
+def test_cached_generation_needs_the_gpt_and_checks_its_arguments_once():
+    from attention_book.hello_world import HelloWorldModel
+
+    chapter8 = HelloWorldModel(n_embd=8, context_length=6, vocab_size=11)
+    with pytest.raises(TypeError, match="use_cache=True needs the chapter's GPT"):
+        generate(chapter8, torch.tensor([[1, 2]]), 3, use_cache=True)
+    assert generate(chapter8, torch.tensor([[1, 2]]), 3, temperature=0).shape == (1, 5)
+    model = tiny_double_gpt()
+    with pytest.raises(ValueError, match="vocab_size=11"):
+        generate(model, torch.tensor([[1, 20]]), 3, use_cache=True)
+    with pytest.raises(ValueError, match="top_k"):
+        generate(model, torch.tensor([[1, 2]]), 3, top_k=0)
+    with pytest.raises(TypeError, match="use_cache"):
+        generate(model, torch.tensor([[1, 2]]), 3, use_cache="yes")
+
+
 def test_sampling_leaves_its_input_alone():
     logits = torch.randn(2, 9)
     copy = logits.clone()

@@ -88,7 +88,7 @@ def test_chapter_launch_buttons_and_hidden_solutions(name, open_page):
     body = first.locator(".admonition-title ~ *").first
     assert not body.is_visible(), "solutions must be hidden until clicked"
     first.locator("button.toggle-button").click()
-    body.wait_for(state="visible", timeout=3000)
+    body.wait_for(state="visible")
     assert page.console_errors == [], page.console_errors
 
 
@@ -201,7 +201,8 @@ def test_jupyterlab_myst_is_installed_and_enabled():
     from pathlib import Path
 
     jupyter = Path(sys.executable).parent / "jupyter"
-    result = subprocess.run([str(jupyter), "labextension", "list"], capture_output=True, text=True, timeout=120)
+    # a bound for a hang: the listing took 88 s beside two CPU hogs on a 2-core machine (issue 28)
+    result = subprocess.run([str(jupyter), "labextension", "list"], capture_output=True, text=True, timeout=900)
     listing = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr)  # drop colour codes
     line = next((l for l in listing.splitlines() if "jupyterlab-myst" in l and " v" in l), "")
     assert line, "jupyterlab-myst is not installed (pip install -r requirements-dev.txt)\n" + listing

@@ -146,7 +146,7 @@ def test_setup_cell_says_what_to_do_when_the_install_fails(tmp_path):
                                                nbformat.v4.new_code_cell("print('the next cell ran')")])
     path = tmp_path / "setup.ipynb"
     nbformat.write(notebook, str(path))
-    executed, _ = execute_notebook(path, allow_errors=True, timeout=180)
+    executed, _ = execute_notebook(path, allow_errors=True)
     errors = [o for o in executed.cells[0].outputs if o.output_type == "error"]
     assert len(errors) == 1 and errors[0].ename == "SystemExit", errors
     message = errors[0].evalue

@@ -8,10 +8,15 @@ Parts:
   notebooks  each chapter's execution time in a fresh kernel
   explorers  tools/bench_explorers.py  (latency in Chromium, bytes per page)
   training   tools/bench_training.py   (chapter 8: steps and time to 100% accuracy)
-  gpt        tools/bench_gpt.py        (chapter 9 over seeds 0-4: held-out losses, heads; ~5 min)
+  gpt        tools/bench_gpt.py        (chapter 9: tokens/s and MFU of the recipes, cached generation)
+  gpt-study  tools/bench_gpt.py --study (chapter 9 over seeds 0-4: held-out losses, heads, pre-/post-norm;
+             ~15 min on a quiet CPU)
   instructor tools/bench_instructor.py --grader new (grading throughput, grader peak memory; its
              --old-root compares with an older checkout of the grader)
   classroom  tools/bench_classroom.py  (30 chapter-3 notebooks: first run, rerun, one student)
+  overhead   chapter 10's per-call costs (seconds): FusedMultiHeadAttention / direct SDPA on a tiny
+             input (target <= 1.1), and one decoding step of a cached attention stack per layer,
+             from the readable cache to the checks-once step (and a CUDA graph on a GPU)
   scale      tools/bench_scale.py      (chapter 10 sweep), when present
   reference  tools/bench_scale.py --reference (chapter 10's timing cells, many repeats: the
              reference table printed by the chapter; run it on a quiet machine)
@@ -95,14 +100,47 @@ def run_script(name: str, *arguments: str) -> None:
     subprocess.run([sys.executable, str(script), *arguments], cwd=ROOT, check=True)
 
 
+def bench_overhead() -> None:
+    sys.path.insert(0, str(ROOT / "src"))
+    import torch
+
+    from attention_book.benchmark import fused_overhead, time_decoding
+    from attention_book.measure import plan_for
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    plan = plan_for(device)
+    plan.apply()
+    rows = []
+    for backward in (False, True):
+        result = fused_overhead(backward=backward)  # float32, CPU: the Python-bound case
+        per_call = {name: result[name].best / result["calls"] * 1e6 for name in ("fused", "direct")}
+        rows.append([f"FusedMultiHeadAttention / direct SDPA, 1 x 8 x 16, "
+                     f"{'forward+backward' if backward else 'forward'}, CPU",
+                     f"{result['ratio']:.2f}x ({per_call['fused']:.1f} / {per_call['direct']:.1f} µs)",
+                     "<= 1.1x"])
+    layers, tokens = plan.decode_layers, plan.decode_lengths[-1]
+    ladder = time_decoding(plan.decode_width, plan.decode_heads, layers, tokens - 1,
+                           device=device, dtype=plan.dtype, repeats=plan.repeats)
+    for name, timing in ladder["timings"].items():
+        rows.append([f"decoding step per layer ({layers} x width {plan.decode_width}, token {tokens}, "
+                     f"{plan.dtype_name}, {device.type}): {name}",
+                     f"{timing.median / layers * 1e6:.0f} µs (IQR {timing.q1 / layers * 1e6:.0f}-"
+                     f"{timing.q3 / layers * 1e6:.0f})", "lower is better"])
+    write("overhead", "Chapter 10: per-call overhead (best of interleaved blocks; decoding: medians)",
+          ["what", "measured", "target"], rows,
+          notes="Every decoding variant computes the full pass's output: " + str(ladder["agree"]))
+
+
 PARTS = {
     "build": bench_build,
     "notebooks": bench_notebooks,
     "explorers": lambda: run_script("explorers"),
     "training": lambda: run_script("training"),
     "gpt": lambda: run_script("gpt"),
+    "gpt-study": lambda: run_script("gpt", "--study"),
     "instructor": lambda: run_script("instructor", "--grader", "new"),
     "classroom": lambda: run_script("classroom"),
+    "overhead": bench_overhead,
     "scale": lambda: run_script("scale"),
     "reference": lambda: run_script("scale", "--reference"),
 }

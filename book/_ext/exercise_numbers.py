@@ -17,6 +17,12 @@ Figures get the same treatment (``NUMBERED_KINDS``): Sphinx numbered them throug
 ("Fig. 44" in chapter 8); now the captions and ``{numref}`` links read "Fig. 8.3", the third
 figure of chapter 8 (tests/test_figures.py). The landing page and the other pages without a
 chapter number keep Sphinx's numbers.
+
+Each exercise's body starts with its info line, "Difficulty ★★☆ · 15 min · practises: ..."
+(:mod:`attention_book.instructor.exercise_info`, the one source that the release and the
+instructor's table read too). ``style_exercise_info`` gives that paragraph the class
+``exercise-info`` (styled by static/exercise_info.css) and lets screen readers say "difficulty 2
+of 3 (core)" instead of reading out the stars.
 """
 
 from __future__ import annotations
@@ -53,7 +59,40 @@ def renumber_exercises(app, env):
     return changed
 
 
+def _exercise_nodes(doctree):
+    try:
+        from sphinx_exercise.nodes import exercise_enumerable_node, exercise_node
+    except ImportError:  # pragma: no cover - the book always has sphinx-exercise
+        return []
+    return [node for node in doctree.findall() if isinstance(node, (exercise_enumerable_node, exercise_node))]
+
+
+def style_exercise_info(app, doctree):
+    """Mark each exercise's info line (its first paragraph) and describe its stars in words."""
+    from docutils import nodes
+
+    from attention_book.instructor.exercise_info import parse_info_line
+
+    for exercise in _exercise_nodes(doctree):
+        paragraph = next(iter(exercise.findall(nodes.paragraph)), None)
+        if paragraph is None or not paragraph.children or not isinstance(paragraph.children[0], nodes.Text):
+            continue
+        info = parse_info_line(paragraph.astext().replace("\n", " "))
+        first = str(paragraph.children[0])
+        if info is None or not first.startswith(f"Difficulty {info.stars}"):
+            continue
+        words = f"difficulty {info.difficulty} of 3 ({info.level})"
+        stars = nodes.raw("", f'<span class="exercise-difficulty" role="img" aria-label="{words}" '
+                              f'title="{words}">{info.stars}</span>', format="html")
+        rest = first[len(f"Difficulty {info.stars}"):]
+        paragraph.replace(paragraph.children[0], nodes.Text(rest))
+        paragraph.insert(0, stars)
+        paragraph["classes"].append("exercise-info")
+
+
 def setup(app):
     # after Sphinx's TocTreeCollector (priority 500) has assigned the book-wide numbers
     app.connect("env-get-updated", renumber_exercises, priority=800)
+    app.connect("doctree-read", style_exercise_info)
+    app.add_css_file("exercise_info.css")
     return {"parallel_read_safe": True, "parallel_write_safe": True}

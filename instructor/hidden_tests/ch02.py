@@ -196,3 +196,44 @@ def additive_gradients(student, reference):
     if not isinstance(got_grad, torch.Tensor) or not torch.allclose(got_grad, want_grad, atol=1e-5):
         raise Hint("v gets no (or a wrong) gradient: keep the scores a torch computation of v "
                    "(no .detach(), .item() or numpy)")
+
+
+# ---------------------------------------------------------------- ex-02-find-the-bug-batch
+# The code as given (`queries @ keys.T`) is right for 2-D tensors only; the first test is the
+# exercise's main value test (the scorer's main-value rule).
+
+
+def _batch_case(ns, shape_q, shape_k, seed, what):
+    batch_scores = answer(ns, "batch_scores")
+    queries, keys = randn(*shape_q, seed=seed), randn(*shape_k, seed=seed + 1)
+    try:
+        result = batch_scores(queries, keys)
+    except (RuntimeError, ValueError) as err:
+        raise Hint(f"{what}: your code raised {type(err).__name__}; transpose the last two dimensions of keys "
+                   "only (keys.transpose(-2, -1) or keys.mT): .T reverses every dimension") from None
+    expected = queries @ keys.transpose(-2, -1)
+    if not isinstance(result, torch.Tensor) or tuple(result.shape) != tuple(expected.shape):
+        raise Hint(f"{what}: expected scores of shape {tuple(expected.shape)}, got {_shape(result)}")
+    if not torch.allclose(result, expected, atol=1e-5):
+        raise Hint(f"{what}: entry [b, i, j] must be queries[b, i] . keys[b, j] (raw scores, not scaled); "
+                   "transpose the last two dimensions of keys only")
+
+
+@hidden_test("ex-02-find-the-bug-batch", "batches of other sizes, B = T_k = d_k included", weight=2)
+def batch_scores_batches(ns):
+    _batch_case(ns, (3, 5, 2), (3, 4, 2), 40, "a batch (3, 5, 2) x (3, 4, 2)")
+    _batch_case(ns, (4, 1, 4), (4, 4, 4), 42, "a batch with B = T_k = d_k = 4")
+
+
+@hidden_test("ex-02-find-the-bug-batch", "heads and one sequence: (B, H, T, d) and (T, d)")
+def batch_scores_other_ranks(ns):
+    _batch_case(ns, (2, 2, 3, 4), (2, 2, 5, 4), 44, "a batch of heads (2, 2, 3, 4) x (2, 2, 5, 4)")
+    _batch_case(ns, (1, 3), (2, 3), 46, "one sequence (1, 3) x (2, 3)")
+
+
+@hidden_test("ex-02-find-the-bug-batch", "the inputs stay unchanged", guard=True)
+def batch_scores_unchanged(ns):
+    batch_scores = answer(ns, "batch_scores")
+    batch_scores(randn(2, 3, 4, seed=48), randn(2, 5, 4, seed=49))
+    if batch_scores.mutated:
+        raise Hint("your function changed its inputs in place; compute a new tensor instead")

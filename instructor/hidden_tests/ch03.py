@@ -257,3 +257,40 @@ def soft_cap_guards(ns):
     except Exception as err:
         raise Hint(f"cap=0 raised {type(err).__name__}; raise a ValueError instead") from None
     raise Hint("cap=0 must raise ValueError: check the argument before dividing by it")
+
+
+# ---------------------------------------------------------------- ex-03-find-the-bug-axis
+# The code as given normalises with dim=1: right for 2-D scores only. The first test is the
+# exercise's main value test (the scorer's main-value rule).
+
+
+def _axis_case(ns, shape_q, shape_k, seed):
+    from attention_book.checks.ch03 import _weights_diagnosis, _weights_reference
+
+    attention_weights = answer(ns, "attention_weights")
+    queries, keys = randn(*shape_q, seed=seed), randn(*shape_k, seed=seed + 1)
+    result = attention_weights(queries, keys)
+    if not isinstance(result, torch.Tensor):
+        raise Hint(f"attention_weights must return a tensor, got {type(result).__name__}")
+    if tuple(result.shape) != (*shape_q[:-1], shape_k[-2]) or not torch.allclose(
+            result, _weights_reference(queries, keys), atol=1e-5):
+        raise Hint(_weights_diagnosis(result, queries, keys))
+
+
+@hidden_test("ex-03-find-the-bug-axis", "batches: (3, 2, 5) x (3, 6, 5) and (1, 4, 4, 2) x (1, 4, 3, 2)", weight=2)
+def axis_batches(ns):
+    _axis_case(ns, (3, 2, 5), (3, 6, 5), 60)
+    _axis_case(ns, (1, 4, 4, 2), (1, 4, 3, 2), 62)
+
+
+@hidden_test("ex-03-find-the-bug-axis", "one sequence and one query: (1, 4) x (3, 4)")
+def axis_one_query(ns):
+    _axis_case(ns, (1, 4), (3, 4), 64)
+
+
+@hidden_test("ex-03-find-the-bug-axis", "the inputs stay unchanged", guard=True)
+def axis_unchanged(ns):
+    attention_weights = answer(ns, "attention_weights")
+    attention_weights(randn(2, 3, 4, seed=66), randn(2, 5, 4, seed=67))
+    if attention_weights.mutated:
+        raise Hint("your function changed its inputs in place; compute a new tensor instead")

@@ -134,3 +134,47 @@ def contributions_sizes(student, reference):
 def contributions_read_only(student, reference):
     if not _contributions(student, reference, 4, 2, 3, 4, 6, 2, True):
         raise Hint("head_contributions changed mha's weights: only read them")
+
+
+# ---------------------------------------------------------------- ex-05-find-the-bug-heads
+# The code as given splits with .view(B, num_heads, T, head_dim): right for one head only. The
+# first test is the exercise's main value test (the scorer's main-value rule).
+
+
+def _heads_case(ns, B, T, d_out, num_heads, seed):
+    from attention_book.checks.ch05 import _HEADS_MISTAKES, heads_context_reference
+
+    multihead_context = answer(ns, "multihead_context")
+    q, k, v = randn(B, T, d_out, seed=seed), randn(B, T, d_out, seed=seed + 1), randn(B, T, d_out, seed=seed + 2)
+    result = multihead_context(q, k, v, num_heads)
+    want = heads_context_reference(q, k, v, num_heads)
+    if not isinstance(result, torch.Tensor) or tuple(result.shape) != tuple(want.shape):
+        got = tuple(result.shape) if isinstance(result, torch.Tensor) else type(result).__name__
+        raise Hint(f"num_heads={num_heads} on (B, T, d_out) = {(B, T, d_out)}: expected {tuple(want.shape)}, got {got}")
+    if torch.allclose(result, want, atol=1e-5):
+        return
+    for keywords, hint in _HEADS_MISTAKES:
+        if torch.allclose(result, heads_context_reference(q, k, v, num_heads, **keywords), atol=1e-5):
+            raise Hint(hint)
+    raise Hint(f"num_heads={num_heads}: the output differs from multi-head attention")
+
+
+@hidden_test("ex-05-find-the-bug-heads", "several heads: 2 heads of 4, 6 heads of 2, 4 heads on 4 tokens", weight=2)
+def heads_several(ns):
+    _heads_case(ns, 3, 6, 8, 2, 70)
+    _heads_case(ns, 1, 5, 12, 6, 73)
+    _heads_case(ns, 2, 4, 8, 4, 76)
+
+
+@hidden_test("ex-05-find-the-bug-heads", "one token, and one head")
+def heads_edges(ns):
+    _heads_case(ns, 2, 1, 6, 3, 79)
+    _heads_case(ns, 2, 5, 3, 1, 82)
+
+
+@hidden_test("ex-05-find-the-bug-heads", "the inputs stay unchanged", guard=True)
+def heads_unchanged(ns):
+    multihead_context = answer(ns, "multihead_context")
+    multihead_context(randn(2, 3, 4, seed=85), randn(2, 3, 4, seed=86), randn(2, 3, 4, seed=87), 2)
+    if multihead_context.mutated:
+        raise Hint("your function changed its inputs in place; compute new tensors instead")

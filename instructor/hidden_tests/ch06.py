@@ -158,3 +158,53 @@ def padding_gradients(ns):
     if not torch.allclose(scores.grad, reference.grad, atol=1e-5):
         raise Hint("the gradient with respect to the scores is wrong: hide padded keys with -inf before "
                    "the softmax and zero fully padded rows afterwards")
+
+
+# ---------------------------------------------------------------- ex-06-find-the-bug-half
+# The code as given fills with -1e9, which float16 cannot hold. The first test is the exercise's
+# main value test (the scorer's main-value rule).
+
+
+def _half_case(ns, dtype, seed, shift=0.0, shape=(2, 3, 4)):
+    from attention_book.checks.ch06 import half_reference
+
+    padded_weights = answer(ns, "padded_weights")
+    B, T_q, T_k = shape
+    scores = (randn(*shape, seed=seed, scale=3.0) + shift).to(dtype)
+    pad = torch.zeros(B, T_k, dtype=torch.bool)
+    pad[0, -1] = True
+    pad[-1, 0] = True
+    try:
+        result = padded_weights(scores, pad)
+    except RuntimeError:
+        raise Hint(f"{dtype} scores made your code raise: the fill value must fit the scores' dtype "
+                   "(-1e9 does not fit in float16): use float('-inf') or torch.finfo(scores.dtype).min") from None
+    want = half_reference(scores, pad)
+    if not isinstance(result, torch.Tensor) or tuple(result.shape) != tuple(want.shape):
+        raise Hint(f"{dtype} scores of shape {shape}: expected weights of shape {tuple(want.shape)}")
+    if result.dtype != dtype:
+        raise Hint(f"{dtype} scores must give {dtype} weights, got {result.dtype}")
+    if not torch.allclose(result.float(), want.float(), atol=1e-2 if dtype == torch.float16 else 1e-5):
+        raise Hint(f"{dtype} scores: the weights differ from a softmax over the real keys")
+    if bool((result.float()[pad[:, None, :].expand_as(result)] != 0).any()):
+        raise Hint(f"{dtype} scores: the padded keys must get weight exactly 0")
+
+
+@hidden_test("ex-06-find-the-bug-half", "float16 scores of other sizes", weight=2)
+def half_float16(ns):
+    _half_case(ns, torch.float16, 90)
+    _half_case(ns, torch.float16, 91, shape=(3, 1, 6))
+
+
+@hidden_test("ex-06-find-the-bug-half", "float32 scores, ordinary and very negative")
+def half_float32(ns):
+    _half_case(ns, torch.float32, 92)
+    _half_case(ns, torch.float32, 93, shift=-50000.0)
+
+
+@hidden_test("ex-06-find-the-bug-half", "the inputs stay unchanged", guard=True)
+def half_unchanged(ns):
+    padded_weights = answer(ns, "padded_weights")
+    padded_weights(randn(2, 3, 4, seed=94), torch.tensor([[False, False, True, True], [False] * 4]))
+    if padded_weights.mutated:
+        raise Hint("your function changed its inputs in place; use masked_fill (no underscore)")

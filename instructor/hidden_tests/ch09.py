@@ -13,39 +13,44 @@ import torch
 from attention_book.instructor.hidden import AnswerError, Hint, NotImplementedYet, hidden_test, randn, same
 
 # ---------------------------------------------------------------- ex-09-block
+# Both orders of a block on seeded parts (probe "ch09.block"), against the chapter's solution.
+# The first test is the exercise's main value test (the scorer's main-value rule).
 
-# Runs in the notebook's kernel: seeded parts of width C (the book's MultiHeadAttention, GPT-2's
-# MLP with the tanh GELU), then the answer; returns its output and the caller's x afterwards.
-def _block(session, x, C, heads, seed):
-    return session.probe("ch09.block", x=x, C=C, heads=heads, seed=seed)
+def _block(session, x, C, heads, seed, pre_norm=True):
+    return session.probe("ch09.block", x=x, C=C, heads=heads, seed=seed, pre_norm=pre_norm)
 
 
-@hidden_test("ex-09-block", "other widths and lengths: C = 12 with 3 heads, T = 1 and T = 7")
+@hidden_test("ex-09-block", "both orders on other widths and lengths: C = 12, 3 heads, T = 1 and T = 7", weight=2)
 def block_other_sizes(student, reference):
     for T, seed in ((1, 1), (7, 2)):
         x = randn(2, T, 12, seed=seed, scale=2.0) + 1.0
-        got, _ = _block(student, x, 12, 3, seed)
-        want, _ = _block(reference, x, 12, 3, seed)
-        same(got, want, f"prenorm_block on a (2, {T}, 12) stream", atol=1e-4,
-             hint="pre-norm: each sub-layer (the attention, then the MLP on the updated stream) reads "
-                  "a layer-normed copy of the stream and its output is added to the un-normalised stream")
+        for pre_norm, order in ((True, "pre-norm"), (False, "post-norm")):
+            got, _ = _block(student, x, 12, 3, seed, pre_norm)
+            want, _ = _block(reference, x, 12, 3, seed, pre_norm)
+            same(got, want, f"transformer_block(pre_norm={pre_norm}) on a (2, {T}, 12) stream", atol=1e-4,
+                 hint=("pre-norm: each sub-layer reads a layer-normed copy of the stream and adds its output to "
+                       "the un-normalised stream" if pre_norm else
+                       "post-norm: each sub-layer reads the stream itself and the layer norm acts on the stream "
+                       "after each residual sum"))
 
 
-@hidden_test("ex-09-block", "a float64 stream stays float64")
+@hidden_test("ex-09-block", "a float64 stream stays float64, in both orders")
 def block_float64(student, reference):
     x = randn(1, 5, 8, seed=3, scale=3.0, dtype=torch.float64)
-    got, _ = _block(student, x, 8, 2, 4)
-    want, _ = _block(reference, x, 8, 2, 4)
-    same(got, want, "prenorm_block on a float64 stream", atol=1e-10, rtol=1e-8,
-         hint="keep the stream's dtype (no .float()) and add each sub-layer's output to it")
+    for pre_norm in (True, False):
+        got, _ = _block(student, x, 8, 2, 4, pre_norm)
+        want, _ = _block(reference, x, 8, 2, 4, pre_norm)
+        same(got, want, f"transformer_block(pre_norm={pre_norm}) on a float64 stream", atol=1e-10, rtol=1e-8,
+             hint="keep the stream's dtype (no .float())")
 
 
 @hidden_test("ex-09-block", "the caller's x is left unchanged", guard=True)
 def block_input_untouched(student, reference):
     x = randn(2, 4, 8, seed=5)
-    _, after = _block(student, x, 8, 2, 6)
-    if not torch.equal(after, x):
-        raise Hint("your function changed the caller's x in place (x += ...): write x = x + ...")
+    for pre_norm in (True, False):
+        _, after = _block(student, x, 8, 2, 6, pre_norm)
+        if not torch.equal(after, x):
+            raise Hint("your function changed the caller's x in place (x += ...): write x = x + ...")
 
 
 # ---------------------------------------------------------------- ex-09-top-p
@@ -151,116 +156,126 @@ def top_p_input_untouched(student, reference):
                    "new tensor")
 
 
-# ---------------------------------------------------------------- ex-09-prev-token-head
+# ---------------------------------------------------------------- ex-09-induction-head
+# induction_scores on planted weights of sizes the self-check does not use. The first test is
+# the exercise's main value test (the scorer's main-value rule).
 
 
-def _causal(scores):
-    T = scores.shape[-1]
-    return torch.softmax(scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")), dim=-1)
+def _induction_case(student, n_layer, n_head, period, repeats, plant, seed, dtype=torch.float32):
+    from attention_book.checks.ch09 import _induction_diagnosis, _induction_weights, induction_reference
+
+    weights = _induction_weights(n_layer, n_head, period, repeats, plant, seed).to(dtype)
+    got = student.call("induction_scores", weights, period)
+    want = induction_reference(weights, period)
+    if not isinstance(got, torch.Tensor):
+        raise Hint(f"induction_scores must return a tensor of shape (n_layer, n_head), got {type(got).__name__}")
+    if tuple(got.shape) != tuple(want.shape) or not torch.allclose(got.double(), want.double(), atol=1e-6):
+        raise Hint(_induction_diagnosis(got.double(), weights.double(), period) or (
+            f"{n_layer} layers x {n_head} heads, period {period}: each head's score is its mean weight on key "
+            "t - period + 1 over the queries t = period .. T-1"))
+    return got
 
 
-def _head_weights(n_layer, n_head, T, best, seed, dtype=torch.float32):
-    scores = randn(n_layer, n_head, T, T, seed=seed, dtype=dtype)
-    rows, cols = torch.arange(T)[:, None], torch.arange(T)[None, :]
-    scores[best] = scores[best] + 3.0 * (cols == rows - 1)
-    return _causal(scores)
+@hidden_test("ex-09-induction-head", "GPT-2 small's 12 x 12 heads, a block of 8 repeated twice and three times",
+             weight=2)
+def induction_gpt2_sized(student, reference):
+    _induction_case(student, 12, 12, 8, 2, {(5, 1): "induction", (4, 11): "previous", (1, 0): "duplicate"}, 800)
+    _induction_case(student, 12, 12, 6, 3, {(6, 9): "induction"}, 801)
 
 
-def _head_answer(session, weights):
-    result = session.call("previous_token_head", weights)
-    if isinstance(result, torch.Tensor):
-        result = result.tolist()
-    if not isinstance(result, (tuple, list)) or len(result) != 3:
-        raise Hint("previous_token_head must return three values: (layer, head, score)")
-    layer, head, score = (v.item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v for v in result)
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (layer, head, score)):
-        raise Hint("previous_token_head must return numbers: two ints and a float")
-    return int(layer), int(head), float(score)
+@hidden_test("ex-09-induction-head", "one layer, one head; float64 weights")
+def induction_small(student, reference):
+    _induction_case(student, 1, 1, 3, 2, {(0, 0): "induction"}, 802)
+    got = _induction_case(student, 2, 2, 4, 3, {(1, 1): "induction"}, 803, dtype=torch.float64)
+    if got.dtype != torch.float64:
+        raise Hint("float64 weights must give float64 scores: do not convert the dtype")
 
 
-def _compare_heads(student, reference, weights, what):
-    got, want = _head_answer(student, weights), _head_answer(reference, weights)
-    if got[:2] != want[:2]:
-        raise Hint(f"{what}: expected (layer, head) = {want[:2]}, got {got[:2]}: average "
-                   "weights[layer, head, t, t-1] over t = 1 .. T-1 for every head (sizes from weights.shape)")
-    if not math.isclose(got[2], want[2], rel_tol=1e-5, abs_tol=1e-7):
-        raise Hint(f"{what}: expected the score {want[2]:.6f}, got {got[2]:.6f}: the mean over the T-1 "
-                   "queries that have a previous token")
+@hidden_test("ex-09-induction-head", "the weights passed in stay unchanged", guard=True)
+def induction_unchanged(ns):
+    from attention_book.checks.ch09 import _induction_weights
+    from attention_book.instructor.hidden import answer
 
-
-@hidden_test("ex-09-prev-token-head", "GPT-2 small's 12 x 12 heads on 16 tokens")
-def head_gpt2_small(student, reference):
-    _compare_heads(student, reference, _head_weights(12, 12, 16, (7, 4), seed=21), "weights of shape (12, 12, 16, 16)")
-
-
-@hidden_test("ex-09-prev-token-head", "one layer, one head, two tokens; one layer of eight heads")
-def head_tiny(student, reference):
-    _compare_heads(student, reference, _head_weights(1, 1, 2, (0, 0), seed=22), "weights of shape (1, 1, 2, 2)")
-    _compare_heads(student, reference, _head_weights(1, 8, 6, (0, 6), seed=23), "weights of shape (1, 8, 6, 6)")
-
-
-@hidden_test("ex-09-prev-token-head", "float64 weights")
-def head_float64(student, reference):
-    weights = _head_weights(3, 2, 9, (2, 0), seed=24, dtype=torch.float64)
-    _compare_heads(student, reference, weights, "float64 weights of shape (3, 2, 9, 9)")
-
-
-@hidden_test("ex-09-prev-token-head", "the weights passed in stay unchanged", guard=True)
-def head_input_untouched(student, reference):
-    weights = _head_weights(2, 3, 5, (1, 2), seed=25)
-    _, after = student.call_after("previous_token_head", weights)
-    if not torch.equal(after["args"][0], weights):
+    induction_scores = answer(ns, "induction_scores")
+    induction_scores(_induction_weights(2, 2, 4, 2, {(0, 1): "induction"}, 804), 4)
+    if induction_scores.mutated:
         raise Hint("your function changed the weights passed in: compute the scores without writing into them")
 
 
-# ---------------------------------------------------------------- ex-09-conv1d
+# ---------------------------------------------------------------- ex-09-parameters
+# The count as a formula, against PyTorch's count on GPTs the self-check does not build and the
+# known GPT-2 sizes. The first test is the exercise's main value test (the scorer's main-value rule).
 
 
-def _pairs(session, weight, bias):
-    result = session.call("conv1d_to_linear", weight, bias)
-    if not isinstance(result, (tuple, list)) or len(result) != 3:
-        raise Hint("conv1d_to_linear must return three (weight, bias) pairs: query, key, value")
-    return [tuple(pair) if isinstance(pair, (tuple, list)) else pair for pair in result]
+def _parameters(student, *sizes):
+    value = student.call("gpt_parameters", *sizes)
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise Hint(f"gpt_parameters must return a number, got {type(value).__name__}")
+    return value
 
 
-def _compare_pairs(student, reference, d, seed, dtype=torch.float32):
-    weight, bias = randn(d, 3 * d, seed=seed, dtype=dtype), randn(3 * d, seed=seed + 1, dtype=dtype)
-    got, want = _pairs(student, weight, bias), _pairs(reference, weight, bias)
-    for role, g, w in zip(("query", "key", "value"), got, want):
-        same(list(g) if isinstance(g, tuple) else g, list(w), f"the {role} (weight, bias) for d = {d}",
-             atol=0.0, rtol=0.0,
-             hint="columns role*d .. role*d + d-1 of the (d, 3d) Conv1D weight, transposed to (d_out, d_in); "
-                  "the matching d entries of the bias")
+@hidden_test("ex-09-parameters", "other GPTs, counted by PyTorch", weight=2)
+def parameters_other_sizes(student, reference):
+    from attention_book.checks.ch09 import _parameters_diagnosis, measured_gpt_parameters
+
+    for V, T, d, L, H in ((3, 2, 4, 1, 2), (50, 10, 16, 4, 8), (11, 33, 20, 3, 5)):
+        value = _parameters(student, V, T, d, L, H)
+        if value != measured_gpt_parameters(V, T, d, L, H):
+            raise Hint(_parameters_diagnosis(value, V, T, d, L, H) or (
+                f"vocab_size={V}, context_length={T}, d_model={d}, n_layer={L}: your count differs from the "
+                "model's parameters"))
 
 
-@hidden_test("ex-09-conv1d", "widths the self-check does not use: d = 1 and d = 64")
-def conv1d_other_widths(student, reference):
-    _compare_pairs(student, reference, 1, seed=31)
-    _compare_pairs(student, reference, 64, seed=33)
+@hidden_test("ex-09-parameters", "GPT-2 medium, large and XL")
+def parameters_gpt2_sizes(student, reference):
+    for d, L, H, known in ((1024, 24, 16, 354_823_168), (1280, 36, 20, 774_030_080), (1600, 48, 25, 1_557_611_200)):
+        if _parameters(student, 50_257, 1024, d, L, H) != known:
+            raise Hint(f"GPT-2 with d_model={d} and {L} layers has {known:,} parameters: write the count as a "
+                       "formula in the sizes")
 
 
-@hidden_test("ex-09-conv1d", "a float64 checkpoint stays float64")
-def conv1d_float64(student, reference):
-    _compare_pairs(student, reference, 5, seed=35, dtype=torch.float64)
+# ---------------------------------------------------------------- ex-09-find-the-bug-scale
+# The code as given divides by sqrt(C) instead of sqrt(C // n_head): right for one head only. The
+# first test is the exercise's main value test (the scorer's main-value rule).
 
 
-@hidden_test("ex-09-conv1d", "nn.Linear layers built from the pairs compute GPT-2's q, k, v")
-def conv1d_linear_layers(student, reference):
-    weight, bias = randn(16, 48, seed=37), randn(48, seed=38)
-    x = randn(2, 3, 16, seed=39)
-    try:
-        got = student.probe("ch09.conv1d-linear", weight=weight, bias=bias, x=x)
-    except NotImplementedYet:
-        raise
-    except AnswerError as err:
-        raise Hint(f"nn.Linear(16, 16) could not load your pairs ({err.evalue.splitlines()[-1][:150]})") from None
-    same(got, x @ weight + bias, "the three nn.Linear layers on x, concatenated", atol=1e-5,
-         hint="together they must compute x @ weight + bias, GPT-2's Conv1D")
+def _scale_case(ns, B, T, C, n_head, seed):
+    from attention_book.checks.ch09 import _SCALE_MISTAKES, gpt_attention_reference
+    from attention_book.instructor.hidden import answer
+
+    gpt_attention = answer(ns, "gpt_attention")
+    x, c_attn = randn(B, T, C, seed=seed), randn(C, 3 * C, seed=seed + 1, scale=2.0 / C ** 0.5)
+    got = gpt_attention(x, c_attn, n_head)
+    want = gpt_attention_reference(x, c_attn, n_head)
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(want.shape):
+        raise Hint(f"C = {C} with {n_head} heads: expected an output of shape {tuple(want.shape)}")
+    if torch.allclose(got, want, atol=1e-5):
+        return
+    for keywords, hint in _SCALE_MISTAKES:
+        if torch.allclose(got, gpt_attention_reference(x, c_attn, n_head, **keywords), atol=1e-5):
+            raise Hint(hint)
+    raise Hint(f"C = {C} with {n_head} heads: the output differs from causal attention scaled by 1 / sqrt(C // n_head)")
 
 
-@hidden_test("ex-09-conv1d", "the checkpoint's weight and bias stay unchanged", guard=True)
-def conv1d_inputs_untouched(student, reference):
-    weight, bias = randn(4, 12, seed=41), randn(12, seed=42)
-    _, after = student.call_after("conv1d_to_linear", weight, bias)
-    if not (torch.equal(after["args"][0], weight) and torch.equal(after["args"][1], bias)):
-        raise Hint("your function changed the checkpoint's weight or bias in place (e.g. .t_()): leave them intact")
+@hidden_test("ex-09-find-the-bug-scale", "many heads: 8 heads of 2, 6 heads of 8", weight=2)
+def scale_many_heads(ns):
+    _scale_case(ns, 3, 4, 16, 8, 900)
+    _scale_case(ns, 1, 7, 48, 6, 902)
+
+
+@hidden_test("ex-09-find-the-bug-scale", "one token, and one head")
+def scale_edges(ns):
+    _scale_case(ns, 2, 1, 12, 3, 904)
+    _scale_case(ns, 2, 5, 8, 1, 906)
+
+
+@hidden_test("ex-09-find-the-bug-scale", "the inputs stay unchanged", guard=True)
+def scale_unchanged(ns):
+    from attention_book.instructor.hidden import answer
+
+    gpt_attention = answer(ns, "gpt_attention")
+    gpt_attention(randn(1, 3, 8, seed=908), randn(8, 24, seed=909), 2)
+    if gpt_attention.mutated:
+        raise Hint("your function changed its inputs in place; compute new tensors instead")

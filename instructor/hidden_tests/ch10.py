@@ -12,38 +12,45 @@ import torch
 from attention_book.instructor.hidden import Hint, RemoteNamespace, answer, hidden_test, randn
 
 
-def _flops(B, T, d):
-    return 4 * 2 * B * T * d * d + 2 * 2 * B * T * T * d
-
-
-def _count(attention_flops, B, T, d, H):
-    value = attention_flops(B, T, d, H)
+def _count(gpt_flops_per_token, *sizes):
+    value = gpt_flops_per_token(*sizes)
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         value = value.item()
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        raise Hint(f"attention_flops should return a number, got {type(value).__name__}")
+        raise Hint(f"gpt_flops_per_token should return a number, got {type(value).__name__}")
     return value
 
 
 # ---------------------------------------------------------------- ex-10-flops
+# The count per token of chapter 9's GPT; the small sizes are measured with PyTorch's FLOP
+# counter. The first test is the exercise's main value test (the scorer's main-value rule).
 
 
-@hidden_test("ex-10-flops", "sizes the self-check does not use (T = 1, head_dim = 1, long sequences)")
+@hidden_test("ex-10-flops", "GPTs the self-check does not measure (one layer, one token, wide, long)", weight=2)
 def flops_other_sizes(ns):
-    attention_flops = answer(ns, "attention_flops")
-    for B, T, d, H in ((1, 1, 8, 2), (4, 3, 6, 6), (2, 4096, 64, 4), (5, 2, 1536, 24), (1, 131072, 4096, 32)):
-        value, expected = _count(attention_flops, B, T, d, H), _flops(B, T, d)
+    from attention_book.checks.ch10 import _flops_diagnosis, gpt_flops_reference, measured_gpt_flops
+
+    gpt_flops_per_token = answer(ns, "gpt_flops_per_token")
+    for L, d, H, V, T in ((1, 8, 2, 11, 3), (4, 16, 4, 20, 1), (2, 40, 5, 33, 12)):
+        value, expected = _count(gpt_flops_per_token, L, d, H, V, T), measured_gpt_flops(L, d, H, V, T)
         if not math.isclose(float(value), expected, rel_tol=1e-9):
-            raise Hint(f"for B={B}, T={T}, d={d}, H={H} expected {expected:,} FLOPs, got {value:,}: write the "
-                       "general formula in B, T and d (four projections of 2*B*T*d*d, two T x T products "
-                       "of 2*B*T*T*d), not numbers that fit the self-check's cases")
+            raise Hint(_flops_diagnosis(value, L, d, H, V, T) or (
+                f"for n_layer={L}, d_model={d}, vocab_size={V}, num_tokens={T} the FLOP counter measures a "
+                "different count: every product of a block, all T x T score pairs, and the output layer"))
+    for L, d, H, V, T in ((48, 1600, 25, 50_257, 1024), (32, 4096, 32, 32_000, 131_072)):
+        value = _count(gpt_flops_per_token, L, d, H, V, T)
+        if not math.isclose(float(value), gpt_flops_reference(L, d, V, T), rel_tol=1e-9):
+            raise Hint(f"for n_layer={L}, d_model={d}, vocab_size={V}, num_tokens={T}: write the count as a formula "
+                       "(the small GPTs pass, large ones do not)")
 
 
-@hidden_test("ex-10-flops", "counted without the course package's own cost functions", guard=True)
-def flops_without_package(student, reference):
-    if "attention_book" in student.source:
-        raise Hint("write the count yourself: the answer must not use attention_book's own cost functions")
-    answer(RemoteNamespace(student), "attention_flops")
+@hidden_test("ex-10-flops", "the count does not depend on the number of heads", guard=True)
+def flops_heads(ns):
+    gpt_flops_per_token = answer(ns, "gpt_flops_per_token")
+    if len({_count(gpt_flops_per_token, 3, 48, H, 70, 9) for H in (1, 2, 4, 8, 16)}) != 1:
+        raise Hint("the count changes with the number of heads: H heads of d / H columns cost what one head of "
+                   "d columns costs")
+
 
 # ---------------------------------------------------------------- ex-10-kv-step
 
@@ -104,31 +111,43 @@ def kv_large_float64(ns):
 
 
 # ---------------------------------------------------------------- ex-10-chunk-mask
+# Find the bug: the given code hands the book's mask (True = hidden) to SDPA (True = takes part).
+# The first test is the exercise's main value test (the scorer's main-value rule).
 
 
-def _chunk_mask(student, reference, num_new, num_cached):
-    got = student.call("chunk_mask", num_new, num_cached)
-    want = reference.call("chunk_mask", num_new, num_cached)
-    shape = (num_new, num_cached + num_new)
-    if not isinstance(got, torch.Tensor) or tuple(got.shape) != shape:
-        found = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
-        raise Hint(f"chunk_mask({num_new}, {num_cached}) must have shape {shape}, got {found}")
-    if got.dtype != torch.bool:
-        raise Hint(f"the mask must be boolean (True = hidden), got {got.dtype}")
-    if not torch.equal(got, want):
-        raise Hint(f"chunk_mask({num_new}, {num_cached}) hides the wrong keys: new token i sits at position "
-                   f"num_cached + i, so it sees keys 0 .. num_cached + i (torch.triu(..., diagonal=num_cached + 1))")
+def _chunk_case(ns, B, H, num_new, num_cached, hd, seed):
+    from attention_book.checks.ch10 import chunk_diagnosis, chunk_reference
+
+    attend_new_tokens = answer(ns, "attend_new_tokens")
+    total = num_new + num_cached
+    q, k, v = randn(B, H, num_new, hd, seed=seed), randn(B, H, total, hd, seed=seed + 1), randn(B, H, total, hd, seed=seed + 2)
+    got = attend_new_tokens(q, k, v)
+    want = chunk_reference(q, k, v)
+    what = f"{num_new} new tokens after {num_cached} cached ones"
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(want.shape):
+        raise Hint(f"{what}: expected an output of shape {tuple(want.shape)}")
+    if not torch.allclose(got, want, atol=1e-5):
+        raise Hint(f"{what}: " + (chunk_diagnosis(got, q, k, v) or "the output differs from causal attention"))
 
 
-@hidden_test("ex-10-chunk-mask", "sizes the self-check does not use (1 new token, long caches, no cache)")
-def chunk_other_sizes(student, reference):
-    for num_new, num_cached in ((1, 0), (1, 9), (3, 0), (4, 7), (6, 2)):
-        _chunk_mask(student, reference, num_new, num_cached)
+@hidden_test("ex-10-chunk-mask", "new tokens after a cache: 1 after 9, 4 after 7, 2 after 1", weight=2)
+def chunk_after_cache(ns):
+    for num_new, num_cached, seed in ((1, 9, 600), (4, 7, 603), (2, 1, 606)):
+        _chunk_case(ns, 2, 2, num_new, num_cached, 4, seed)
 
 
-@hidden_test("ex-10-chunk-mask", "a chunk longer than the cache")
-def chunk_long(student, reference):
-    _chunk_mask(student, reference, 9, 3)
+@hidden_test("ex-10-chunk-mask", "no cache, and a chunk longer than the cache")
+def chunk_edges(ns):
+    _chunk_case(ns, 1, 3, 3, 0, 8, 609)
+    _chunk_case(ns, 1, 1, 9, 3, 2, 612)
+
+
+@hidden_test("ex-10-chunk-mask", "the inputs stay unchanged", guard=True)
+def chunk_unchanged(ns):
+    attend_new_tokens = answer(ns, "attend_new_tokens")
+    attend_new_tokens(randn(1, 2, 2, 4, seed=615), randn(1, 2, 5, 4, seed=616), randn(1, 2, 5, 4, seed=617))
+    if attend_new_tokens.mutated:
+        raise Hint("your function changed its inputs in place; build new tensors instead")
 
 
 # ---------------------------------------------------------------- ex-10-rope
@@ -223,3 +242,122 @@ def gqa_own_grouping(student, reference):
     if "enable_gqa" in student.source or "repeat_kv" in student.source:
         raise Hint("write the grouping yourself (no enable_gqa, no attention_book's repeat_kv)")
     answer(RemoteNamespace(student), "grouped_attention")
+
+
+# ---------------------------------------------------------------- ex-10-sdpa
+# fused_attention against the package's core (sdpa_reference), with the self-check's diagnosis.
+# The first test is the exercise's main value test (the scorer's main-value rule).
+
+
+def _sdpa_case(ns, shape, seed, what, **options):
+    from attention_book.checks.ch10 import sdpa_diagnosis, sdpa_reference
+
+    fused_attention = answer(ns, "fused_attention")
+    B, H, T_q, T_k, hd = shape
+    q, k, v = randn(B, H, T_q, hd, seed=seed), randn(B, H, T_k, hd, seed=seed + 1), randn(B, H, T_k, hd, seed=seed + 2)
+    try:
+        got = fused_attention(q, k, v, **options)
+    except (RuntimeError, ValueError) as err:
+        raise Hint(f"{what}: your code raised {type(err).__name__}; SDPA's attn_mask broadcasts to (B, H, T_q, T_k): "
+                   "reshape the padding to (B, 1, 1, T_k), combine it with the causal part, invert it") from None
+    masks = {key: value for key, value in options.items() if key in ("key_padding_mask", "causal", "scale")}
+    want = sdpa_reference(q, k, v, **masks)
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(want.shape):
+        raise Hint(f"{what}: expected an output of shape {tuple(want.shape)}")
+    if not torch.allclose(got, want, atol=1e-5):
+        raise Hint(f"{what}: " + (sdpa_diagnosis(got, q, k, v, **masks) or "the output differs from the core"))
+
+
+@hidden_test("ex-10-sdpa", "masks against the core: causal, padding, both (left and right padding)", weight=3)
+def sdpa_masks(ns):
+    _sdpa_case(ns, (2, 2, 4, 4, 8), 500, "causal", causal=True)
+    _sdpa_case(ns, (3, 1, 2, 5, 4), 503, "padding, B = 3, T_q = 2",
+               key_padding_mask=torch.tensor([[False] * 5, [False, False, True, True, True], [False] * 4 + [True]]))
+    _sdpa_case(ns, (2, 2, 4, 4, 4), 506, "left padding and causal", causal=True,
+               key_padding_mask=torch.tensor([[True, True, True, False], [False, False, False, True]]))
+
+
+@hidden_test("ex-10-sdpa", "a given scale, float64, one token")
+def sdpa_scale(ns):
+    _sdpa_case(ns, (1, 3, 5, 5, 2), 509, "scale=2.0", causal=True, scale=2.0)
+    _sdpa_case(ns, (2, 1, 1, 1, 4), 512, "one token")
+
+
+@hidden_test("ex-10-sdpa", "training=False: dropout off")
+def sdpa_eval_dropout(ns):
+    from attention_book.checks.ch10 import sdpa_reference
+
+    fused_attention = answer(ns, "fused_attention")
+    q, k, v = randn(2, 2, 5, 4, seed=515), randn(2, 2, 5, 4, seed=516), randn(2, 2, 5, 4, seed=517)
+    got = fused_attention(q, k, v, causal=True, dropout=0.5, training=False)
+    if not isinstance(got, torch.Tensor) or not torch.allclose(got, sdpa_reference(q, k, v, causal=True), atol=1e-5):
+        raise Hint("with training=False dropout must be off: dropout_p=dropout if training else 0.0")
+
+
+@hidden_test("ex-10-sdpa", "training=True: weights dropped with p and the rest rescaled")
+def sdpa_train_dropout(ns):
+    from attention_book.checks.ch07 import from_memory_dropout_verdict
+    from attention_book.checks.ch10 import sdpa_reference
+
+    fused_attention = answer(ns, "fused_attention")
+    B, H, T, p = 6, 2, 6, 0.5
+    q, k = randn(B, H, T, 8, seed=518), randn(B, H, T, 8, seed=519)
+    v = torch.eye(T).expand(B, H, T, T).contiguous()  # each output row is a row of weights
+    got = fused_attention(q, k, v, causal=True, dropout=p, training=True)
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != (B, H, T, T):
+        raise Hint(f"expected an output of shape {(B, H, T, T)}")
+    problem = from_memory_dropout_verdict(got.double(), sdpa_reference(q, k, v, causal=True).double(), None, p)
+    if problem:
+        raise Hint(problem.replace("create self.dropout = nn.Dropout(dropout)", "pass dropout_p=dropout"))
+
+
+@hidden_test("ex-10-sdpa", "the inputs stay unchanged", guard=True)
+def sdpa_unchanged(ns):
+    fused_attention = answer(ns, "fused_attention")
+    fused_attention(randn(2, 2, 3, 4, seed=520), randn(2, 2, 3, 4, seed=521), randn(2, 2, 3, 4, seed=522),
+                    key_padding_mask=torch.tensor([[False, False, True], [False] * 3]), causal=True)
+    if fused_attention.mutated:
+        raise Hint("your function changed its inputs in place; build new tensors instead")
+
+
+# ---------------------------------------------------------------- ex-10-cached-generation
+# The learner's cached greedy loop on small seeded GPTs (probe "ch10.generate-cached"), against
+# generation without a cache computed here on the same GPT. The first test is the exercise's
+# main value test (the scorer's main-value rule); the second checks the caching itself.
+
+
+def _generation(student, sizes, seed, B, P, n):
+    from attention_book.checks.ch10 import cache_test_model, greedy_without_cache
+
+    if not student.has("generate_cached"):
+        raise Hint("`generate_cached` is not defined: run the cell that defines it (and keep its name)")
+    prompt = torch.randint(0, sizes.get("vocab_size", 40), (B, P), generator=torch.Generator().manual_seed(seed + 50))
+    got, rows = student.probe("ch10.generate-cached", sizes=sizes, seed=seed, prompt=prompt, max_new_tokens=n)
+    want = greedy_without_cache(cache_test_model(seed=seed, **sizes), prompt, n)
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(want.shape):
+        raise Hint(f"a prompt of shape {(B, P)} and {n} new tokens must give ids of shape {tuple(want.shape)}, "
+                   "the prompt followed by the new tokens")
+    if not torch.equal(got, want):
+        raise Hint("the tokens differ from greedy generation without a cache: each step must compute what a full "
+                   "forward pass computes for the last token (its position, every block with the cached keys and "
+                   "values, ln_f, lm_head)")
+    return rows
+
+
+@hidden_test("ex-10-cached-generation", "the same tokens as generating without a cache (other GPTs and prompts)",
+             weight=2)
+def generation_same_tokens(student, reference):
+    _generation(student, {"n_layer": 1, "d_model": 16, "n_head": 2, "vocab_size": 30, "context_length": 20},
+                700, 3, 2, 12)
+    _generation(student, {"n_layer": 4, "d_model": 24, "n_head": 3, "vocab_size": 50, "context_length": 12},
+                701, 1, 11, 1)
+
+
+@hidden_test("ex-10-cached-generation", "a cache: each step projects only the new token", weight=2)
+def generation_caches(student, reference):
+    sizes = {"n_layer": 2, "d_model": 16, "n_head": 4, "vocab_size": 30, "context_length": 24}
+    B, P, n = 2, 4, 12
+    rows = _generation(student, sizes, 702, B, P, n)
+    if not isinstance(rows, int) or rows > B * (P + n) * sizes["n_layer"]:
+        raise Hint("the key projections read every earlier token again at each step: project only the new token "
+                   "and take the earlier keys and values from the cache")

@@ -21,10 +21,14 @@ module                 what it holds
 ``multihead``          ch. 5: ``MultiHeadAttention`` (self, cross, causal, padding), wrapper
 ``cross``              ch. 6: ``CrossAttention`` (one head) with key padding masks
 ``causal``             ch. 7: ``CausalAttention`` (one head), the two masking recipes
-``training``           the training loop chapters 8 and 9 share, batches, held-out loss
+``training``           the training loop chapters 8 and 9 share (mixed precision), batches,
+                       held-out loss with error bars
 ``hello_world``        ch. 8: ``HelloWorldModel`` and its training recipe
-``gpt``                ch. 9: ``GPT`` (pre-norm blocks), GPT-2 loader, training recipe
-``sampling``           ch. 9: greedy, temperature, top-k, top-p, ``generate``
+``gpt``                ch. 9: ``GPT`` (pre-norm blocks, fused attention), ``GPTCache``
+``gpt2_weights``       ch. 9: GPT-2's weights in the book's GPT (``from_pretrained``)
+``gpt_training``       ch. 9: the training recipe (CPU and GPU settings), ``train_gpt``
+``gpt_accounting``     ch. 9: parameters, FLOPs per token, MFU, training memory
+``sampling``           ch. 9: greedy, temperature, top-k, top-p, ``generate`` (KV cache)
 ``corpus``             ch. 9: Jane Austen's novels (package data), ``CharTokenizer``
 ``fused``              ch. 10: ``FusedMultiHeadAttention`` (PyTorch's fused kernel)
 ``kv_cache``           ch. 10: ``KVCache``, ``CachedMultiHeadAttention``

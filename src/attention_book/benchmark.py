@@ -7,7 +7,11 @@
   (:class:`attention_book.measure.Timing`);
 * :func:`benchmark_table` shows one quantity (milliseconds, ratio to the fastest, the spread, or
   useful GFLOP/s) as a :class:`Table` that carries a warning when the timings were too noisy to
-  trust; :func:`plot_benchmark` draws the medians against ``T`` with their interquartile ranges.
+  trust; :func:`plot_benchmark` draws the medians against ``T`` with their interquartile ranges;
+* :func:`fused_overhead` - what :class:`~attention_book.fused.FusedMultiHeadAttention` costs per
+  call beyond calling the same kernels directly (:func:`~attention_book.fused.direct_sdpa`);
+* :func:`time_decoding` - one generation step of a stack of cached attention layers, from the
+  readable cache to a CUDA graph: where the time of a small step goes (:data:`DECODE_VARIANTS`).
 
 The command-line harness (machine description, files, the full sweep) is
 ``tools/bench_scale.py``; this module holds what the chapter needs to run the same
@@ -25,7 +29,8 @@ from torch import nn
 from . import validation as check
 from .cost import attention_flops
 from .fused import FusedMultiHeadAttention, direct_sdpa
-from .measure import Timing, compare, timing_note
+from .kv_cache import AttentionStack, capture_step
+from .measure import Timing, compare, regime_note, time_samples, timing_note
 from .multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 
 __all__ = [
@@ -37,6 +42,11 @@ __all__ = [
     "Table",
     "benchmark_table",
     "plot_benchmark",
+    "regime_notes",
+    "reference_ratio_table",
+    "fused_overhead",
+    "DECODE_VARIANTS",
+    "time_decoding",
 ]
 
 #: short name -> what it is, slowest first
@@ -283,9 +293,10 @@ def benchmark_table(rows: List[dict], quantity: str = "ms",
     return Table(header, table_rows, notes=notes)
 
 
-def plot_benchmark(rows: List[dict], axes=None, batch_size: int = 1):
+def plot_benchmark(rows: List[dict], axes=None, batch_size: Optional[int] = 1):
     """Time against ``T`` on log-log axes, one panel per pass, one line per
-    implementation (the rows with ``batch_size``). Returns the axes."""
+    implementation (the rows with ``batch_size``; ``None``: every row, as on a GPU where each
+    length gets its own batch size). Returns the axes."""
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
@@ -297,7 +308,7 @@ def plot_benchmark(rows: List[dict], axes=None, batch_size: int = 1):
         axes = axes[0]
     for ax, pass_name in zip(axes, passes):
         chosen = [r for r in rows if r["pass_name"] == pass_name
-                  and r["batch_size"] == batch_size]
+                  and (batch_size is None or r["batch_size"] == batch_size)]
         noisy = False
         for name in IMPLEMENTATIONS:
             chosen_rows = [r for r in chosen if name in r["seconds"]]
@@ -315,7 +326,10 @@ def plot_benchmark(rows: List[dict], axes=None, batch_size: int = 1):
             else:
                 ax.plot(lengths, medians, marker="o", label=name)
         first = chosen[0]
-        title = (f"{pass_name}, batch {batch_size}, d={first['d_model']}, "
+        batches = sorted({r["batch_size"] for r in chosen})
+        batch = (f"batch {batches[0]}" if len(batches) == 1
+                 else f"{first['batch_size'] * first['tokens']:,} tokens per call")
+        title = (f"{pass_name}, {batch}, d={first['d_model']}, "
                  f"{first['num_heads']} heads, {first['dtype']}")
         if noisy:
             title += "\n⚠ noisy timings: do not read ratios off this plot"
@@ -327,3 +341,175 @@ def plot_benchmark(rows: List[dict], axes=None, batch_size: int = 1):
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
     return axes
+
+
+def regime_notes(rows: List[dict], peak_flops: float, device=None,
+                 dtype: torch.dtype = torch.float32) -> List[str]:
+    """One :func:`~attention_book.measure.regime_note` per implementation at the last row of
+    :func:`sweep`: its useful FLOPs against ``peak_flops`` (FLOP/s), and as the fixed cost the
+    same implementation on 8 tokens (the same Python and launches, almost no arithmetic)."""
+    last = rows[-1]
+    tiny = time_implementations(8, 1, last["d_model"], last["num_heads"],
+                                backward=last["pass_name"] != "forward", repeats=5,
+                                names=list(last["seconds"]), device=device, dtype=dtype)
+    where = f"{last['batch_size']} x {last['tokens']}, {last['pass_name']}"
+    return [regime_note(f"{name} ({where})", seconds, last["flops"], peak_flops,
+                        tiny[name].median)
+            for name, seconds in last["seconds"].items()]
+
+
+def reference_ratio_table(rows: List[dict], reference_table: dict, name: str = "reference",
+                          names: Optional[Sequence[str]] = None) -> Table:
+    """The rows of :func:`sweep` divided by a reference table of the same sweep (a table of
+    :mod:`attention_book.reference` whose rows start with ``T`` or ``"B x T"`` and the pass,
+    cells ``"median [q1-q3]"``): ``1.50x`` = this run took 1.5 times the reference's median."""
+    chosen = _check_names(names)
+    header = reference_table["header"]
+    medians = {}
+    for cells in reference_table["rows"]:
+        for column, cell in zip(header[2:], cells[2:]):
+            medians[(str(cells[0]), cells[1], column)] = float(str(cell).split()[0]) / 1e3
+    table_rows = []
+    for row in rows:
+        size = f"{row['batch_size']} x {row['tokens']}"
+        cells = []
+        for implementation in chosen:
+            seconds = row["seconds"].get(implementation)
+            ref = (medians.get((size, row["pass_name"], implementation))
+                   or medians.get((str(row["tokens"]), row["pass_name"], implementation)))
+            cells.append("-" if seconds is None or not ref else f"{seconds / ref:.2f}x")
+        table_rows.append([size, row["pass_name"]] + cells)
+    return Table([f"B x T (time / {name})", "pass"] + chosen, table_rows)
+
+
+def _back_to_back(fn: Callable[[], object], calls: int) -> Callable[[], None]:
+    def block():
+        for _ in range(calls):
+            fn()
+    return block
+
+
+def fused_overhead(batch_size: int = 1, num_tokens: int = 8, d_model: int = 16,
+                   num_heads: int = 2, backward: bool = False, repeats: int = 41,
+                   device=None, dtype: torch.dtype = torch.float32,
+                   block_seconds: float = 5e-4, timer: Optional[str] = None) -> dict:
+    """Per-call seconds of :class:`~attention_book.fused.FusedMultiHeadAttention` and of
+    :func:`~attention_book.fused.direct_sdpa` (the same projections and kernel, no module) on
+    one ``(B, T, d_model)`` input with the same weights, and their ratio.
+
+    Each repeat times a block of back-to-back calls (as many as take about ``block_seconds``, so
+    the clock's own resolution and a GPU's final wait do not count), the two blocks interleaved.
+    The ratio is that of the *fastest* blocks: on a busy machine the scheduler's time slices
+    fall on one of two alternating blocks more than on the other (medians of 2-ms blocks swung
+    between 0.3 and 2.9 on a loaded 2-core machine, where the fastest stayed within 2% of each
+    other), and the fastest repeat is the best estimate of what the code itself costs. The
+    default input is tiny, where the Python around the kernels is most of the time: the module's
+    target is a ratio of at most 1.1. Returns ``{"fused": Timing, "direct": Timing, "calls": n,
+    "ratio": best over best}`` (the Timings are per block of ``calls`` calls).
+    """
+    check.boolean("backward", backward)
+    torch.manual_seed(0)
+    fused = FusedMultiHeadAttention(d_model, d_model, num_tokens, 0.0, num_heads).to(device, dtype)
+    fused.eval()
+    x = torch.randn(batch_size, num_tokens, d_model, device=device).to(dtype)
+    if backward:
+        x.requires_grad_(True)
+        calls = {"fused": lambda: fused(x).sum().backward(),
+                 "direct": lambda: direct_sdpa(fused, x).sum().backward()}
+    else:
+        calls = {"fused": lambda: fused(x), "direct": lambda: direct_sdpa(fused, x)}
+    with torch.set_grad_enabled(backward):
+        once = time_samples(calls["direct"], repeats=5, warmup=3, device=device, timer=timer)
+        per_block = max(1, min(10_000, int(block_seconds / max(once.median, 1e-7))))
+        timings = compare({name: _back_to_back(fn, per_block) for name, fn in calls.items()},
+                          repeats=repeats, warmup=1, device=device, timer=timer)
+    return {"fused": timings["fused"], "direct": timings["direct"], "calls": per_block,
+            "ratio": timings["fused"].best / timings["direct"].best}
+
+
+#: the decoding variants of :func:`time_decoding`, from the chapter's readable code to a CUDA graph
+DECODE_VARIANTS = {
+    "KVCache, checks in every layer": "torch.cat grows the cache; each layer's forward checks "
+                                      "its arguments",
+    "StaticKVCache, checks in every layer": "preallocated cache, written in place",
+    "StaticKVCache, checks once": "the checks run once per step, then each layer's unchecked "
+                                  "step",
+    "CUDA graph": "the whole fixed-shape step captured once, replayed with one launch (CUDA only)",
+    "torch.compile reduce-overhead": "the fixed-shape step compiled with "
+                                     "mode='reduce-overhead' (CUDA graphs inside; CUDA only)",
+}
+
+
+def time_decoding(width: int, num_heads: int, num_layers: int, cached_tokens: int,
+                  variants: Optional[Sequence[str]] = None, repeats: int = 7,
+                  device=None, dtype: torch.dtype = torch.float32, seed: int = 0,
+                  timer: Optional[str] = None) -> dict:
+    """Time one generation step (batch 1, one new token after ``cached_tokens`` cached ones)
+    of an :class:`~attention_book.kv_cache.AttentionStack` in each of ``variants`` (names of
+    :data:`DECODE_VARIANTS`; default: all that run on ``device``, without torch.compile).
+
+    Every variant computes the same output for the same step (checked: ``"agree"``, within
+    ``1e-4`` in float32 and ``0.1`` in half precision, whose rounding to 8 or 11 significant bits
+    adds up over the layers; a wrong mask or cache misses by far more); each timed
+    call undoes the step afterwards (``truncate``), so every repeat continues from
+    ``cached_tokens``. Returns ``{"timings": {name: Timing}, "agree": bool,
+    "no_cache": Timing}`` with the full forward pass over ``cached_tokens + 1`` tokens timed
+    alongside, for comparison.
+    """
+    cuda = torch.device("cpu" if device is None else device).type == "cuda"
+    if variants is None:
+        variants = [name for name in DECODE_VARIANTS
+                    if "compile" not in name and (cuda or name != "CUDA graph")]
+    unknown = [name for name in variants if name not in DECODE_VARIANTS]
+    if unknown:
+        raise ValueError(f"unknown variant(s) {unknown}; choose from {list(DECODE_VARIANTS)}")
+    needs_cuda = [name for name in variants if not cuda and name in
+                  ("CUDA graph", "torch.compile reduce-overhead")]
+    if needs_cuda:
+        raise ValueError(f"{needs_cuda} need a CUDA device, got device={device!r}")
+    check.positive_int("cached_tokens", cached_tokens)
+    torch.manual_seed(seed)
+    stack = AttentionStack(width, num_heads, num_layers, cached_tokens + 1).to(device, dtype)
+    stack.eval()
+    text = torch.randn(1, cached_tokens + 1, width, device=device).to(dtype)
+    prompt, new = text[:, :cached_tokens], text[:, cached_tokens:]
+    position = torch.tensor([cached_tokens], device=device)
+    calls, outputs = {}, {}
+    with torch.no_grad():
+        expected = stack(text)[:, -1:]
+        for name in variants:
+            caches = stack.new_caches(static=not name.startswith("KVCache"))
+            stack(prompt, caches)  # prefill: cache the prompt
+            if name in ("KVCache, checks in every layer", "StaticKVCache, checks in every layer"):
+                def call(caches=caches):
+                    out = stack(new, caches)
+                    for cache in caches:
+                        cache.truncate(cached_tokens)
+                    return out
+            elif name == "StaticKVCache, checks once":
+                def call(caches=caches):
+                    out = stack.step(new, caches)
+                    for cache in caches:
+                        cache.truncate(cached_tokens)
+                    return out
+            elif name == "CUDA graph":
+                replay = capture_step(lambda x, p, caches=caches: stack.step_at(x, caches, p),
+                                      [new, position])
+
+                def call(replay=replay):
+                    return replay(new, position)
+            else:  # torch.compile(mode="reduce-overhead") of the same fixed-shape step
+                compiled = torch.compile(lambda x, p, caches=caches: stack.step_at(x, caches, p),
+                                         mode="reduce-overhead")
+
+                def call(compiled=compiled):
+                    return compiled(new, position)
+            outputs[name] = call().clone()
+            calls[name] = call
+        calls["no cache"] = lambda: stack(text)
+        timings = compare(calls, repeats=repeats, warmup=2, device=device, timer=timer)
+    tolerance = 1e-4 if dtype == torch.float32 else 1e-1
+    agree = all(torch.allclose(out.float(), expected.float(), atol=tolerance, rtol=tolerance)
+                for out in outputs.values())
+    return {"timings": {name: timings[name] for name in variants}, "agree": agree,
+            "no_cache": timings["no cache"]}

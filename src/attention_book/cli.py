@@ -38,11 +38,20 @@ def _course(args):
 def points_table(course, hidden=None) -> str:
     """The Markdown table of exercises and points shown on the "For instructors" page."""
     from .instructor.course import collect_hidden_tests
+    from .instructor.exercise_info import course_infos
 
     hidden = collect_hidden_tests(course.hidden_dir) if hidden is None else hidden
-    lines = ["| exercise | title | kind | points | graded by |", "|---|---|---|---:|---|"]
+    infos = course_infos(course)
+    lines = ["| exercise | title | kind | difficulty | min | practises | points | graded by |",
+             "|---|---|---|---|---:|---|---:|---|"]
     for chapter in course.chapters:
         for ex in chapter.exercises:
+            info = infos.get(ex.label)
+            if isinstance(info, str) or info is None:
+                level, minutes, practises = "missing", "", ""
+            else:
+                level, minutes = f"{info.stars} {info.level}", str(info.minutes)
+                practises = info.practises.replace("|", "\\|")
             count = len(hidden.get(ex.label, []))
             graded = f"{count} hidden tests" if count else "no hidden test (0 points)"
             if ex.check_cells:
@@ -54,7 +63,11 @@ def points_table(course, hidden=None) -> str:
                 graded = "not graded (0 points)"
             shown = f"{points:g}" if points is not None else "missing"
             title = ex.title.replace("|", "\\|")
-            lines.append(f"| {ex.display()} (`{ex.label}`) | {title} | {ex.kind} | {shown} | {graded} |")
+            lines.append(f"| {ex.display()} (`{ex.label}`) | {title} | {ex.kind} | {level} | {minutes} | "
+                         f"{practises} | {shown} | {graded} |")
+    total = sum(info.minutes for info in infos.values() if not isinstance(info, str))
+    lines += ["", f"About {total // 60} hours {total % 60} minutes for every exercise of the course "
+              "(the minutes are a first attempt's, for a reader who has worked through the chapter)."]
     return "\n".join(lines)
 
 
@@ -127,10 +140,16 @@ def cmd_grade(args) -> int:
                  report.feedback_dir, report.written_dir, report.manual_path):
         if path is not None:
             print(f"  {path}")
+    if report.grader_errors:
+        print(f"ERROR: the autograder failed on {plural(len(report.grader_errors), 'notebook')} (not the "
+              "students' doing); they have no points in grades.csv or the gradebooks until a run grades them "
+              "(run the same command again; summary.md says why):", file=sys.stderr)
+        for name, why in report.grader_errors:
+            print(f"  {name!r}: {why}", file=sys.stderr)
     if report.modified:
         print(f"WARNING: these submission files changed while grading: {report.modified}", file=sys.stderr)
         return 1
-    return 0
+    return 4 if report.grader_errors else 0
 
 
 def cmd_gradescope(args) -> int:
@@ -152,6 +171,9 @@ def cmd_exercises(args) -> int:
     table = points_table(course, hidden)
     print(table)
     problems = course.problems(hidden)
+    from .instructor.exercise_info import course_infos
+
+    problems += [info for info in course_infos(course).values() if isinstance(info, str)]
     page = course.root / "book" / "for_instructors.md"
     if args.write_table:
         update_page(page, table, write=True)
@@ -185,7 +207,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                        help="seconds per call of a hidden test (default 30)")
     grade.add_argument("--unsafe", action="store_true",
                        help="run without isolation when bubblewrap is missing or not permitted (trusted notebooks only)")
-    grade.add_argument("--memory-mb", type=int, default=6144, help="address-space limit per kernel (default 6144)")
+    grade.add_argument("--memory-mb", type=int, default=6144,
+                       help="memory (MB of address space) per kernel process beyond what its libraries map "
+                            "(default 6144)")
     grade.add_argument("--disk-mb", type=int, default=512,
                        help="what a notebook may write (its own size-limited folder; default 512)")
     grade.add_argument("--tests-timeout", type=float, default=120.0,
@@ -199,7 +223,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                        help="the assignment's chapter (e.g. 03): other chapters' notebooks score 0")
     grade.add_argument("--no-executed", action="store_true", help="do not keep executed copies")
     grade.add_argument("--student", default=None,
-                       help="grade only this student (file name without .ipynb); the others' records stay")
+                       help="grade only this student (the exact file name, with or without .ipynb); the "
+                            "others' records stay")
     grade.add_argument("--manual", type=Path, default=None,
                        help="points of the written exercises (CSV: student,exercise,points; "
                             "default: OUT/manual-points.csv when it exists)")
@@ -217,7 +242,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     gradescope.add_argument("--timeout", type=float, default=600.0, help="seconds per notebook (default 600)")
     gradescope.add_argument("--check-timeout", type=float, default=30.0,
                             help="seconds per call of a hidden test (default 30)")
-    gradescope.add_argument("--memory-mb", type=int, default=6144, help="address-space limit of the kernel")
+    gradescope.add_argument("--memory-mb", type=int, default=6144,
+                            help="memory (MB of address space) per kernel process beyond what its libraries map")
     gradescope.set_defaults(run=cmd_gradescope)
 
     exercises = sub.add_parser("exercises", help="list every exercise with its points and checks")

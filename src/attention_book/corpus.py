@@ -10,17 +10,19 @@ download, in Colab neither.
   trains in a minute on a laptop CPU; GPT-2's 50,257 byte-pair tokens would make the output
   layer alone hundreds of times larger.
 * :func:`ngram_loss`: what counting alone achieves on held-out text (the unigram and bigram
-  baselines a trained model must beat).
+  baselines a trained model must beat); :func:`ngram_window_losses`: the same on each of the
+  held-out windows a model is scored on, for a comparison with an error bar.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, Iterable, List, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import torch
 
 from . import validation as check
+from .training import held_out_windows
 
 __all__ = [
     "TEXTS",
@@ -30,6 +32,7 @@ __all__ = [
     "train_and_held_out_text",
     "CharTokenizer",
     "ngram_loss",
+    "ngram_window_losses",
 ]
 
 #: the folder holding the novels (package data)
@@ -129,6 +132,25 @@ class CharTokenizer:
         return f"CharTokenizer({self.n_vocab} characters)"
 
 
+def _ngram_log_probs(train_ids: torch.Tensor, held_out_ids: torch.Tensor, vocab_size: int, order: int,
+                     smoothing: float) -> torch.Tensor:
+    """Checked arguments -> the table of log-probabilities: ``(V,)`` (unigram) or ``(V, V)`` (bigram)."""
+    for name, ids in (("train_ids", train_ids), ("held_out_ids", held_out_ids)):
+        check.tensor(name, ids, "(N,)")
+        check.ndim(name, ids, 1, "(N,)")
+    vocab_size = check.positive_int("vocab_size", vocab_size)
+    smoothing = check.positive_number("smoothing", smoothing)
+    if order not in (1, 2):
+        raise ValueError(f"order must be 1 (unigram) or 2 (bigram), got {order!r}")
+    train_ids = train_ids.cpu()
+    if order == 1:
+        counts = torch.bincount(train_ids, minlength=vocab_size).double() + smoothing  # (V,)
+        return (counts / counts.sum()).log()
+    pairs = train_ids[:-1] * vocab_size + train_ids[1:]  # one number per (previous, next) pair
+    counts = torch.bincount(pairs, minlength=vocab_size ** 2).double().view(vocab_size, vocab_size) + smoothing
+    return (counts / counts.sum(dim=1, keepdim=True)).log()  # (V, V): row = previous token
+
+
 def ngram_loss(train_ids: torch.Tensor, held_out_ids: torch.Tensor, vocab_size: int, order: int,
                smoothing: float = 1.0) -> float:
     """Held-out cross-entropy (nats per token) of a counting model: unigram or bigram.
@@ -138,21 +160,28 @@ def ngram_loss(train_ids: torch.Tensor, held_out_ids: torch.Tensor, vocab_size: 
     (add-one / Laplace smoothing by default), so an unseen pair does not cost infinity.
     The held-out ids are scored from their second token on, like a model's next-token loss.
     """
-    for name, ids in (("train_ids", train_ids), ("held_out_ids", held_out_ids)):
-        check.tensor(name, ids, "(N,)")
-        check.ndim(name, ids, 1, "(N,)")
-    vocab_size = check.positive_int("vocab_size", vocab_size)
-    smoothing = check.positive_number("smoothing", smoothing)
-    if order not in (1, 2):
-        raise ValueError(f"order must be 1 (unigram) or 2 (bigram), got {order!r}")
-    train_ids, held_out_ids = train_ids.cpu(), held_out_ids.cpu()
+    log_probs = _ngram_log_probs(train_ids, held_out_ids, vocab_size, order, smoothing)
+    held_out_ids = held_out_ids.cpu()
     targets = held_out_ids[1:]
     if order == 1:
-        counts = torch.bincount(train_ids, minlength=vocab_size).double() + smoothing  # (V,)
-        log_probs = (counts / counts.sum()).log()
         return -log_probs[targets].mean().item()
-    pairs = train_ids[:-1] * vocab_size + train_ids[1:]  # one number per (previous, next) pair
-    counts = torch.bincount(pairs, minlength=vocab_size ** 2).double().view(vocab_size, vocab_size) + smoothing
-    log_probs = (counts / counts.sum(dim=1, keepdim=True)).log()  # (V, V): row = previous token
     return -log_probs[held_out_ids[:-1], targets].mean().item()
 
+
+def ngram_window_losses(train_ids: torch.Tensor, held_out_ids: torch.Tensor, vocab_size: int, order: int,
+                        context_length: int, max_windows: Optional[int] = None,
+                        smoothing: float = 1.0) -> torch.Tensor:
+    """:func:`ngram_loss` on each held-out window a model is scored on: one loss per window.
+
+    The windows are :func:`attention_book.training.held_out_windows` (those of
+    :func:`attention_book.training.held_out_losses`), each scored on its ``context_length`` next
+    tokens, the bigram reading the token before each. Pair the result with a model's per-window
+    losses to compare the two on exactly the same text (:func:`attention_book.training.mean_with_error`).
+    """
+    log_probs = _ngram_log_probs(train_ids, held_out_ids, vocab_size, order, smoothing)
+    context_length = check.positive_int("context_length", context_length)
+    starts = held_out_windows(held_out_ids.numel(), context_length, max_windows)
+    windows = held_out_ids.cpu()[starts[:, None] + torch.arange(context_length + 1)]  # (n, T + 1)
+    previous, targets = windows[:, :-1], windows[:, 1:]
+    chosen = log_probs[targets] if order == 1 else log_probs[previous, targets]  # (n, T)
+    return (-chosen.mean(dim=1)).float()

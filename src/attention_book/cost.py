@@ -9,7 +9,11 @@ prints the same numbers on every machine.
 * :func:`attention_bytes_moved` and :func:`arithmetic_intensity` - the memory traffic of the
   attention core with and without a fused kernel, and FLOPs per byte (the roofline's x axis);
 * :func:`kv_cache_bytes` and :func:`decode_step_cost` - what generating one token with a KV cache
-  reads and computes: why decoding is limited by memory, and what grouped-query attention saves.
+  reads and computes: why decoding is limited by memory, and what grouped-query attention saves;
+* :func:`generation_step_flops` - one generation step with and without a KV cache, part by part
+  (projections, MLP, attention core): where the cache's saving comes from;
+* :func:`cpu_flash_blocks` and :func:`causal_tile_fraction` - the tiles PyTorch's CPU flash
+  kernel computes with ``is_causal=True``: the causal saving its block sizes allow.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ __all__ = [
     "arithmetic_intensity",
     "kv_cache_bytes",
     "decode_step_cost",
+    "generation_step_flops",
+    "cpu_flash_blocks",
+    "causal_tile_fraction",
 ]
 
 #: queries per block of a fused kernel in this model (FlashAttention-2 uses tiles of 64 or 128
@@ -250,3 +257,76 @@ def decode_step_cost(batch_size: int, cached_tokens: int, d_model: int,
         "attention_intensity": attention / cache,
         "intensity": (attention + weight_flops) / (cache + weight_bytes),
     }
+
+
+def generation_step_flops(num_tokens: int, d_model: int, num_heads: int, cached: bool,
+                          mlp_ratio: int = 4, batch_size: int = 1) -> dict:
+    """FLOPs of one transformer block for one generation step, part by part: the step that
+    produces the output of token ``num_tokens`` (the text so far, the new token included).
+
+    Without a cache (``cached=False``) the step is a forward pass over all ``num_tokens`` tokens
+    (every earlier token's projections and MLP are computed again, and thrown away but for the
+    last row); with a cache only the new token is projected and sent through the MLP, and its
+    query meets the ``num_tokens`` cached keys. Returns a dict of
+
+    * ``projections``: ``W_query``, ``W_key``, ``W_value``, ``out_proj``, ``2 * 4 d^2`` per token;
+    * ``mlp``: ``d -> mlp_ratio * d -> d``, ``2 * 2 * mlp_ratio * d^2`` per token (0 for an
+      attention-only stack, ``mlp_ratio=0``);
+    * ``attention_core``: scores and context over the visible pairs (causal: ``T (T + 1) / 2``
+      without a cache, ``T`` with one), ``2 * 2 * d`` per pair;
+    * ``linear`` (projections + MLP) and ``total``.
+
+    Multiply by the number of layers for a whole model (embeddings, layer norms and the output
+    layer left out).
+    """
+    _check_sizes(batch_size, num_tokens, d_model, num_heads)
+    if isinstance(mlp_ratio, bool) or not isinstance(mlp_ratio, int):
+        raise TypeError(f"mlp_ratio must be an int >= 0 (0: no MLP), got "
+                        f"{type(mlp_ratio).__name__} ({mlp_ratio!r})")
+    if mlp_ratio < 0:
+        raise ValueError(f"mlp_ratio must be an int >= 0 (0: no MLP), got {mlp_ratio}")
+    if not isinstance(cached, bool):
+        raise TypeError(f"cached must be True or False, got {cached!r}")
+    tokens = 1 if cached else num_tokens  # tokens that go through the linear layers
+    pairs = num_tokens if cached else _pairs(num_tokens, causal=True)
+    projections = 2 * 4 * batch_size * tokens * d_model**2
+    mlp = 2 * 2 * mlp_ratio * batch_size * tokens * d_model**2
+    core = 2 * 2 * batch_size * pairs * d_model
+    return {"projections": projections, "mlp": mlp, "attention_core": core,
+            "linear": projections + mlp, "total": projections + mlp + core}
+
+
+def cpu_flash_blocks(num_queries: int) -> tuple:
+    """``(query_block, key_block)`` of PyTorch's CPU FlashAttention kernel for ``num_queries``
+    queries: blocks of 32 queries below 192, 64 below 768 and 256 from 768 on, always 512 keys
+    (``flash_attention_kernel_impl`` in ``aten/src/ATen/native/cpu/FlashAttentionKernel.cpp``,
+    as of PyTorch 2.13; another version may choose other blocks: compare
+    :func:`causal_tile_fraction` with a measurement)."""
+    positive_int("num_queries", num_queries)
+    query_block = 256 if num_queries >= 768 else 64 if num_queries >= 192 else 32
+    return query_block, 512
+
+
+def causal_tile_fraction(num_tokens: int, query_block: int, key_block: int) -> float:
+    """The share of the ``T x T`` score entries a tiled causal kernel computes, against the same
+    kernel without a mask.
+
+    The kernel walks the queries in blocks of ``query_block`` and, for each, the keys in blocks
+    of ``key_block``; told ``is_causal=True`` it stops after the key block that holds the block's
+    last visible key (PyTorch's CPU kernel: ``num_keys = min(m + qBlockSize, kvSize)``). A key
+    block it does visit is computed in full and masked inside. So the saving approaches one half
+    only when the blocks are small next to ``T``: for the CPU kernel's 256 x 512 blocks at
+    ``T = 1024`` it computes 6 of 8 tiles, ``0.75``.
+    """
+    for name, value in (("num_tokens", num_tokens), ("query_block", query_block),
+                        ("key_block", key_block)):
+        positive_int(name, value)
+    query_block, key_block = min(query_block, num_tokens), min(key_block, num_tokens)
+    computed = 0
+    for start in range(0, num_tokens, query_block):
+        rows = min(query_block, num_tokens - start)
+        visible = min(start + rows, num_tokens)  # keys 0 .. the block's last query
+        key_blocks_visited = -(-visible // key_block)
+        columns = min(key_blocks_visited * key_block, num_tokens)
+        computed += rows * columns
+    return computed / num_tokens**2

@@ -10,38 +10,54 @@ load; times do, and are given only with the load they were measured at.
 * :data:`TRAINING_SEEDS` - chapter 8: how often each recipe reaches 6/6 over 20 seeds, and
   :func:`training_seeds_text`;
 * :data:`GPT_SEEDS` - chapter 9: the chapter's CPU recipe trained with five seeds (held-out
-  losses, the pre-/post-norm comparison, the best previous-token head), and
-  :func:`gpt_seeds_text`;
-* :data:`SCALE_CPU` - chapter 10: the chapter's timings measured on a quiet machine, and
-  :func:`scale_text`.
+  losses, the best previous-token head), and :func:`gpt_seeds_text`; :data:`NORM_SEEDS` - the
+  pre-/post-norm runs at several learning rates and warm-ups over the same seeds,
+  :func:`norm_seeds_text`; :data:`GPT_SPEED_CPU` and :data:`GPT_GPU` - the recipe's speed, MFU
+  and cached generation on a CPU and on a GPU, :func:`gpt_speed_text` (the one for the reader's
+  device);
+* :data:`SCALE_CPU` - chapter 10: the chapter's timings measured on a quiet CPU, and
+  :func:`scale_text`; :data:`SCALE_GPU` - the same chapter's measurements on a datacenter GPU, and
+  :func:`scale_gpu_text`; :func:`scale_reference`, :func:`reference_cell` and :func:`live_label`
+  put a reader's own measurement next to the reference for their device.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from typing import List
+from typing import List, Optional
 
-__all__ = ["TRAINING_SEEDS", "training_seeds_text", "GPT_SEEDS", "gpt_seeds_text", "SCALE_CPU", "scale_text"]
+__all__ = ["TRAINING_SEEDS", "training_seeds_text", "GPT_SEEDS", "gpt_seeds_text", "gpt_seeds_summary",
+           "NORM_SEEDS", "norm_seeds_text", "norm_seeds_summary",
+           "norm_seeds_below", "AT_UNIGRAM", "LEARNED", "GPT_SPEED_CPU", "GPT_GPU", "gpt_speed_text",
+           "gpt_speed_summary", "SCALE_CPU", "scale_text",
+           "SCALE_GPU", "scale_gpu_text", "scale_reference", "reference_table", "reference_cell",
+           "live_label", "reference_name"]
 
-#: chapter 8, ``python tools/bench_training.py`` (part of ``make bench``): seeds 0-19, 300 updates
-#: each. Per recipe: seeds with 6/6 after the last update, seeds that reached 6/6 at some update,
-#: the median and largest number of updates to the first 6/6, seeds whose greedy generation
-#: completes all six sentences.
+#: chapter 8, ``python tools/bench_training.py --source`` (part of ``make bench``): seeds 0-19,
+#: 300 updates each. Per recipe: seeds with 6/6 after the last update, seeds that reached 6/6 at
+#: some update, the median and largest number of updates to the first 6/6, seeds whose greedy
+#: generation completes all six sentences, seeds whose last attention row gives the noun the
+#: largest weight in all six sentences. ``source``: the source article's recipe (AdamW at 1e-4 for
+#: 10,000 updates, default initialisation), its one seed. The same counts as the first
+#: measurement of 2026-11-25 (steps do not depend on the load).
 TRAINING_SEEDS = {
-    "command": "python tools/bench_training.py",
-    "date": "2026-11-25",
+    "command": "python tools/bench_training.py --source",
+    "date": "2026-11-27",
     "machine": "a 2-core x86-64 CPU (Linux, Python 3.11, torch 2.13.0+cpu, 1 torch thread)",
-    "load": "2.8 at the start; step counts do not depend on the load",
+    "load": "3.8 at the start; step counts do not depend on the load",
     "seeds": 20,
     "recipes": {
         "both changes (the chapter's recipe)": dict(final=20, reached=20, median=90, largest=147,
-                                                    generates=17),
+                                                    generates=17, noun_first=4),
         "slower query/key learning alone": dict(final=18, reached=18, median=103, largest=239,
-                                                generates=15),
-        "zero queries alone": dict(final=6, reached=6, median=77, largest=161, generates=0),
+                                                generates=15, noun_first=3),
+        "zero queries alone": dict(final=6, reached=6, median=77, largest=161, generates=0,
+                                   noun_first=3),
         "neither (the first edition)": dict(final=7, reached=7, median=76, largest=237,
-                                            generates=2),
+                                            generates=2, noun_first=3),
     },
+    "source": dict(seed=123, lr=1e-4, steps=10_000, final=2),
 }
 
 
@@ -57,84 +73,269 @@ def training_seeds_text() -> str:
         steps = f"median {row['median']}, max {row['largest']}"
         lines.append(f"{name:<38} {row['final']:>6} of {n:<5} {steps:>21} "
                      f"{row['generates']:>6} of {n}")
+    chapter = next(iter(ref["recipes"].values()))
+    source = ref["source"]
+    lr = f"{source['lr']:.0e}".replace("e-0", "e-")  # 1e-4
+    lines += [f"the noun has the largest weight in all six last rows: {chapter['noun_first']} of {n} "
+              "seeds (the chapter's recipe)",
+              f"the source's recipe (lr {lr}, {source['steps']:,} updates, seed {source['seed']}): "
+              f"{source['final']} of 6 last words right at the end"]
     return "\n".join(lines)
 
 
-#: chapter 9, ``python tools/bench_gpt.py --reference`` (part of ``make bench``): the chapter's CPU
-#: recipe with seeds 0-4. Held-out losses on *Persuasion* in nats per character; the best
-#: previous-token head of each GPT and its score; training seconds of the GPT (load-dependent).
+#: chapter 9, ``python tools/bench_gpt.py --study --reference``: the chapter's CPU recipe with five
+#: seeds. Held-out losses on all of *Persuasion* (every window: no sampling error) in nats per
+#: character; the best previous-token head of each GPT and its score; training seconds (load-dependent).
 GPT_SEEDS: dict = {
-    "command": "python tools/bench_gpt.py --reference",
+    "command": "python tools/bench_gpt.py --study --seeds 5 --reference",
     "date": "2026-11-27",
     "machine": "a 2-core x86_64 CPU, Linux, Python 3.11.7, torch 2.13.0+cpu, 1 thread, no GPU",
-    "load": "load 0.15 before, 1.03 after (the run keeps one core busy); losses do not depend on it",
-    "recipe": "CPU_SETTINGS with seeds 0-4; pre/post-norm: PRE_POST_SETTINGS",
-    "unigram": 3.07,
-    "bigram": 2.45,
+    "load": "load 5.09 before, 8.69 after (a busy machine: the seconds vary with it, the losses do not)",
+    "recipe": "CPU_SETTINGS with seeds 0-4; held-out loss on all of Persuasion",
+    "unigram": 3.074,
+    "bigram": 2.453,
     "rows": [
-        dict(seed=0, gpt=1.81, chapter8=2.48, pre=2.61, post=3.09, layer=0, head=1, score=0.90,
-             seconds=48),
-        dict(seed=1, gpt=1.81, chapter8=2.50, pre=2.76, post=3.09, layer=0, head=2, score=0.79,
-             seconds=40),
-        dict(seed=2, gpt=1.81, chapter8=2.42, pre=2.97, post=3.09, layer=0, head=2, score=0.90,
-             seconds=43),
-        dict(seed=3, gpt=1.80, chapter8=2.48, pre=2.67, post=3.09, layer=0, head=2, score=0.88,
-             seconds=43),
-        dict(seed=4, gpt=1.80, chapter8=2.42, pre=2.67, post=3.09, layer=0, head=0, score=0.91,
-             seconds=40),
+        dict(seed=0, gpt=1.771, chapter8=2.468, layer=0, head=1, score=0.89, seconds=111),
+        dict(seed=1, gpt=1.79, chapter8=2.48, layer=0, head=2, score=0.82, seconds=429),
+        dict(seed=2, gpt=1.77, chapter8=2.404, layer=0, head=2, score=0.89, seconds=362),
+        dict(seed=3, gpt=1.759, chapter8=2.471, layer=0, head=2, score=0.9, seconds=246),
+        dict(seed=4, gpt=1.77, chapter8=2.401, layer=0, head=0, score=0.91, seconds=132),
     ],
 }
 
+#: chapter 9, the same command: the pre-/post-norm runs of ``gpt_training.NORM_RUNS`` (a small deep
+#: GPT, 300 steps, each run's learning rate and warm-up) with the same five seeds; held-out losses
+#: on all of *Persuasion*.
+NORM_SEEDS: dict = {
+    "command": "python tools/bench_gpt.py --study --seeds 5 --reference",
+    "date": "2026-11-27",
+    "machine": "a 2-core x86_64 CPU, Linux, Python 3.11.7, torch 2.13.0+cpu, 1 thread, no GPU",
+    "load": "load 5.09 before, 8.69 after (a busy machine: the losses do not depend on it)",
+    "recipe": "PRE_POST_SETTINGS (4 blocks, width 32, 300 steps) with each run's learning rate and warm-up",
+    "unigram": 3.074,
+    "runs": {
+        "pre-norm, lr 1e-2, no warm-up": [2.583, 2.672, 2.747, 2.652, 2.669],
+        "post-norm, lr 1e-2, no warm-up": [3.075, 3.075, 3.075, 3.076, 3.074],
+        "post-norm, lr 1e-2, warm-up 100": [3.077, 3.075, 3.075, 3.077, 3.075],
+        "post-norm, lr 1e-3, warm-up 100": [2.986, 2.914, 2.939, 3.056, 2.927],
+        "post-norm, lr 3e-3, warm-up 100": [2.793, 2.58, 2.597, 3.02, 2.637],
+        "pre-norm, lr 3e-3, no warm-up": [2.507, 2.521, 2.488, 2.496, 2.479],
+    },
+}
 
-def _span(values) -> str:
-    low, high = min(values), max(values)
-    return f"{low:.2f}" if low == high else f"{low:.2f} to {high:.2f}"
+#: chapter 9 on a CPU, ``python tools/bench_gpt.py --speed --reference`` (part of ``make bench``):
+#: the CPU recipe's training speed and MFU (against the float32 matrix-product ceiling measured in
+#: the same run, one thread), and greedy generation filling the context with and without the cache.
+GPT_SPEED_CPU: dict = {
+    "command": "python tools/bench_gpt.py --speed --reference",
+    "date": "2026-11-27",
+    "machine": "a 2-core x86_64 CPU, Linux, Python 3.11.7, torch 2.13.0+cpu, 1 thread, no GPU",
+    "load": "load 5.71 before, 6.08 after (other programs shared the two cores: a busy machine)",
+    "ceiling_gflops": 37,
+    "training": {
+        "float32, book's core attention": dict(tokens_per_second=6_785, mfu=0.467),
+        "float32, fused attention (the recipe)": dict(tokens_per_second=8_624, mfu=0.594),
+    },
+    "generation": dict(new_tokens=56, uncached=374.7, cached=1_055.8, speedup=2.82),
+}
+
+#: chapter 9 on a GPU: measured 2026-11-27 on an NVIDIA H100 (``../shared/gpu-reference``, sections 1
+#: and 4, ``scripts/perf.py`` and ``perf3.py``), before the recipe used mixed precision. TFLOP/s are
+#: recomputed with :func:`attention_book.gpt_accounting.flops_per_token` (6N + causal attention,
+#: 67.6 MFLOP per token for the GPU recipe's model); MFU against the bfloat16 ceiling measured there.
+GPT_GPU: dict = {
+    "command": "the project's first GPU run of every chapter (tools/bench_gpt.py --gpu-check repeats "
+               "it for the current recipe)",
+    "date": "2026-11-27",
+    "machine": "an NVIDIA H100 80GB HBM3 (compute capability 9.0), PyTorch 2.11.0+cu130",
+    "load": "the GPU to itself",
+    "ceilings": {"bfloat16": 782.0, "float32 (TF32)": 356.0, "float32": 51.3},
+    "recipe_run": dict(recipe="GPU_SETTINGS as first shipped (float32, attention weights built)", steps=2000,
+                       seconds=100, held_out=1.18, bigram=2.45, chapter8=2.26),
+    # variant, ms per step, tokens/s (30 steps of 64 windows of 256 after warm-up)
+    "training": [
+        ("float32, attention weights built (first edition)", 45.0, 363_932),
+        ("+ TF32 matrix products", 26.8, 612_146),
+        ("bfloat16 autocast (instead of TF32)", 32.0, 511_547),
+        ("bfloat16 + fused attention (the recipe)", 17.5, 934_127),
+        ("bfloat16 + fused + torch.compile (14 s to compile)", 11.9, 1_374_659),
+    ],
+    "flops_per_token": 67_624_704,
+    # 400 steps, dropout 0, lr 1e-3 with 50 warm-up steps; held-out loss on 64 windows, one seed
+    "mixed_precision": [
+        ("float32, book's core", 1.491, 0),
+        ("bfloat16 autocast, fused", 1.502, 0),
+        ("float16 autocast + GradScaler, book's core", 1.497, 0),
+        ("float16 autocast + GradScaler, fused", 1.497, 0),
+    ],
+    "generation": None,  # chapter 9's cached generate was not measured on this GPU yet
+}
+
+
+def _span(values, digits: int = 2) -> str:
+    low, high = (f"{value:.{digits}f}" for value in (min(values), max(values)))
+    return low if low == high else f"{low} to {high}"
+
+
+def _header(ref: dict) -> List[str]:
+    return [f"Measured {ref['date']} with {ref['command']}", f"on {ref['machine']};", f"{ref['load']}."]
 
 
 def gpt_seeds_text() -> str:
     """:data:`GPT_SEEDS` as the lines chapter 9 prints: one row per seed, then the counts."""
     ref = GPT_SEEDS
     rows, n = ref["rows"], len(ref["rows"])
-    lines = [f"Measured {ref['date']} with {ref['command']}", f"on {ref['machine']};", f"{ref['load']}.",
-             f"Held-out loss (nats per character); unigram {ref['unigram']:.2f}, bigram {ref['bigram']:.2f}.",
-             f"{'seed':>4} {'GPT':>5} {'chapter 8':>9} {'pre-norm':>8} {'post-norm':>9}  "
-             f"{'best previous-token head':<26} {'GPT s':>5}"]
+    if not rows:
+        return "(no reference measurement recorded yet: run " + ref["command"] + ")"
+    lines = _header(ref) + [
+        f"The CPU recipe; held-out loss on all of Persuasion (nats per character); unigram {ref['unigram']:.2f}, "
+        f"bigram {ref['bigram']:.2f}.",
+        f"{'seed':>4} {'GPT':>6} {'chapter 8':>9}  {'best previous-token head':<26} {'GPT s':>5}"]
     for r in rows:
         head = f"layer {r['layer']}, head {r['head']}: {r['score']:.2f}"
-        lines.append(f"{r['seed']:>4} {r['gpt']:>5.2f} {r['chapter8']:>9.2f} {r['pre']:>8.2f} {r['post']:>9.2f}  "
-                     f"{head:<26} {r['seconds']:>5}")
-    beats = sum(r["gpt"] < min(ref["bigram"], r["chapter8"]) for r in rows)
-    at_unigram = sum(abs(r["post"] - ref["unigram"]) <= 0.05 for r in rows)
-    layer0 = [r["score"] for r in rows if r["layer"] == 0 and r["score"] > 0.5]
-    lines += [f"GPT below the bigram baseline and chapter 8's model: {beats} of {n} seeds",
-              f"GPT {_span([r['gpt'] for r in rows])}; chapter 8's model {_span([r['chapter8'] for r in rows])}",
-              f"pre-norm {_span([r['pre'] for r in rows])}; post-norm {_span([r['post'] for r in rows])}, "
-              f"within 0.05 of the unigram baseline in {at_unigram} of {n}",
-              f"a previous-token head (score > 0.5) in layer 0: {len(layer0)} of {n}"
-              + (f", scores {_span(layer0)}, heads {sorted({r['head'] for r in rows if r['layer'] == 0})}"
-                 if layer0 else "")]
+        lines.append(f"{r['seed']:>4} {r['gpt']:>6.3f} {r['chapter8']:>9.3f}  {head:<26} {r['seconds']:>5}")
+    summary = gpt_seeds_summary()
+    lines += [f"GPT below the bigram baseline and chapter 8's model: {summary['beats']} of {n} seeds",
+              f"GPT {summary['gpt']}; chapter 8's model {summary['chapter8']}",
+              f"a previous-token head (score > 0.5) in layer 0: {summary['layer0']} of {n}"
+              + (f", scores {summary['scores']}, heads {summary['heads']}" if summary["layer0"] else "")]
     return "\n".join(lines)
 
 
+def gpt_seeds_summary() -> dict:
+    """What chapter 9's prose says of :data:`GPT_SEEDS`, computed from its rows (glued into the text)."""
+    ref = GPT_SEEDS
+    rows = ref["rows"]
+    layer0 = [r for r in rows if r["layer"] == 0 and r["score"] > 0.5]
+    return dict(seeds=len(rows), beats=sum(r["gpt"] < min(ref["bigram"], r["chapter8"]) for r in rows),
+                gpt=_span([r["gpt"] for r in rows]), chapter8=_span([r["chapter8"] for r in rows]),
+                layer0=len(layer0), scores=_span([r["score"] for r in layer0]) if layer0 else "",
+                heads=", ".join(str(h) for h in sorted({r["head"] for r in layer0})))
+
+
+#: a run "stayed at the unigram level" within this many nats of the unigram baseline, and "learned"
+#: when it ended more than ``LEARNED`` below it
+AT_UNIGRAM, LEARNED = 0.05, 0.1
+
+
+def norm_seeds_summary() -> dict:
+    """Per run of :data:`NORM_SEEDS`: the span of its losses, their mean, in how many seeds it
+    stayed at the unigram level (``stuck``: within :data:`AT_UNIGRAM` of the baseline) and in how
+    many it learned (``learned``: more than :data:`LEARNED` below it)."""
+    ref = NORM_SEEDS
+    summary = {}
+    for label, values in ref["runs"].items():
+        stuck = sum(abs(v - ref["unigram"]) <= AT_UNIGRAM for v in values)
+        learned = sum(v < ref["unigram"] - LEARNED for v in values)
+        summary[label] = dict(span=_span(values), mean=sum(values) / len(values), stuck=stuck, learned=learned,
+                              seeds=len(values))
+    return summary
+
+
+def norm_seeds_below(label: str, other: str) -> int:
+    """In how many seeds of :data:`NORM_SEEDS` the run ``label`` ended below the run ``other``."""
+    runs = NORM_SEEDS["runs"]
+    return sum(a < b for a, b in zip(runs[label], runs[other]))
+
+
+def norm_seeds_text() -> str:
+    """:data:`NORM_SEEDS` as the lines chapter 9 prints: one row per run, one column per seed."""
+    ref = NORM_SEEDS
+    if not ref["runs"]:
+        return "(no reference measurement recorded yet: run " + ref["command"] + ")"
+    seeds = len(next(iter(ref["runs"].values())))
+    width = max(len(label) for label in ref["runs"])
+    lines = _header(ref) + [f"{ref['recipe']};", f"held-out loss on all of Persuasion, unigram baseline "
+                            f"{ref['unigram']:.2f}; learned: ended more than {LEARNED} below it.",
+                            f"{'run':<{width}} " + " ".join(f"{'seed ' + str(s):>7}" for s in range(seeds))
+                            + "   learned"]
+    for label, row in norm_seeds_summary().items():
+        values = " ".join(f"{v:>7.2f}" for v in ref["runs"][label])
+        lines.append(f"{label:<{width}} {values}   {row['learned']} of {row['seeds']}")
+    return "\n".join(lines)
+
+
+def gpt_speed_text(device="cpu") -> str:
+    """The speed reference for the reader's kind of device: :data:`GPT_SPEED_CPU` on a CPU (or
+    Apple's MPS), :data:`GPT_GPU` on a CUDA GPU. ``device``: a ``torch.device`` or its name."""
+    kind = getattr(device, "type", str(device).split(":")[0])
+    if kind == "cuda":
+        ref = GPT_GPU
+        run = ref["recipe_run"]
+        lines = _header(ref) + [
+            f"{run['recipe']}:",
+            f"  {run['steps']:,} steps in {run['seconds']} s, held-out loss {run['held_out']:.2f} "
+            f"(bigram {run['bigram']:.2f}, chapter 8's model {run['chapter8']:.2f}).",
+            f"Training speed of the same model ({ref['flops_per_token'] / 1e6:.1f} MFLOP per token;",
+            f"MFU against the bfloat16 ceiling, {ref['ceilings']['bfloat16']:.0f} TFLOP/s):",
+            f"{'variant':<52} {'ms/step':>7} {'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6}"]
+        for name, ms, tokens in ref["training"]:
+            tflops = tokens * ref["flops_per_token"] / 1e12
+            lines.append(f"{name:<52} {ms:>7.1f} {tokens:>10,} {tflops:>8.1f} "
+                         f"{tflops / ref['ceilings']['bfloat16']:>6.1%}")
+        lines.append("Mixed precision trains as well (400 steps, held-out loss on 64 windows, one seed):")
+        for name, loss, nonfinite in ref["mixed_precision"]:
+            lines.append(f"  {name:<46} {loss:.3f}  ({nonfinite} non-finite losses)")
+        if ref["generation"] is None:
+            lines.append("Cached generation: not measured on this GPU yet (tools/bench_gpt.py --gpu-check).")
+        return "\n".join(lines)
+    ref = GPT_SPEED_CPU
+    if not ref["training"]:
+        return "(no reference measurement recorded yet: run " + ref["command"] + ")"
+    lines = _header(ref) + [f"{'training variant':<40} {'tokens/s':>9} {'MFU':>6}"]
+    for name, row in ref["training"].items():
+        lines.append(f"{name:<40} {row['tokens_per_second']:>9,} {row['mfu']:>6.1%}")
+    lines.append(f"float32 matrix-product ceiling: {ref['ceiling_gflops']:.0f} GFLOP/s (one thread)")
+    g = ref["generation"]
+    lines.append(f"Generating {g['new_tokens']} characters (greedy, batch 1): {g['uncached']:,.0f} tokens/s without "
+                 f"the cache, {g['cached']:,.0f} with it: {g['speedup']:.1f}x")
+    return "\n".join(lines)
+
+
+def gpt_speed_summary(device="cpu") -> dict:
+    """The numbers chapter 9's prose quotes from :func:`gpt_speed_text` for ``device``'s kind:
+    ``machine``, ``date``, the recipe's ``tokens_per_second`` and ``mfu``, and the generation
+    ``speedup`` (``None`` where it was not measured)."""
+    kind = getattr(device, "type", str(device).split(":")[0])
+    if kind == "cuda":
+        ref = GPT_GPU
+        name, _, tokens = ref["training"][3]
+        mfu = tokens * ref["flops_per_token"] / 1e12 / ref["ceilings"]["bfloat16"]
+        speedup = None if ref["generation"] is None else ref["generation"]["speedup"]
+        return dict(machine=ref["machine"], date=ref["date"], tokens_per_second=tokens, mfu=mfu, speedup=speedup)
+    ref = GPT_SPEED_CPU
+    recipe = ref["training"]["float32, fused attention (the recipe)"]
+    return dict(machine=ref["machine"], date=ref["date"], tokens_per_second=recipe["tokens_per_second"],
+                mfu=recipe["mfu"], speedup=ref["generation"]["speedup"])
+
+
 #: chapter 10, ``python tools/bench_scale.py --reference``: the chapter's own timing cells with
-#: more repeats, on a quiet machine. Medians in milliseconds with the interquartile range.
+#: more repeats, on a quiet CPU. Medians in milliseconds with the interquartile range. Each table
+#: has a key (the chapter looks it up), a title, a header, rows and the ``sizes`` it was measured
+#: at: a reader's measurement is compared with a reference table only at the same sizes. A table
+#: measured on another day or at another load than the dict's says so in its ``note``.
 SCALE_CPU: dict = {
     "command": "python tools/bench_scale.py --reference",
     "date": "2026-11-25",
     "machine": "a 2-core x86_64 CPU, Linux, Python 3.11.7, torch 2.13.0+cpu, 1 thread, no GPU",
     "load": "load 0.99 before, 1.22 after (the run keeps one core busy); 21 interleaved repeats",
     "tables": {
-        "MultiHeadAttention forward, d = 64, 4 heads (median ms [IQR])": (
-            ["T", "ms"],
-            [
+        "curve": {
+            "title": "MultiHeadAttention forward, d = 64, 4 heads (median ms [IQR])",
+            "sizes": {"lengths": [64, 128, 256, 512], "d_model": 64, "heads": 4, "dtype": "float32"},
+            "header": ["T", "ms"],
+            "rows": [
                 [64, "0.34 [0.32-0.37]"],
                 [128, "0.44 [0.43-0.45]"],
                 [256, "1.54 [1.50-1.59]"],
                 [512, "5.90 [5.75-6.05]"],
-            ]),
-        "Five implementations, d = 128, 2 heads, batch 1 (median ms [IQR])": (
-            ["T", "pass", "wrapper", "MHA", "fused", "SDPA", "nn.MHA"],
-            [
+            ]},
+        "sweep": {
+            "title": "Five implementations, d = 128, 2 heads, batch 1 (median ms [IQR])",
+            "sizes": {"d_model": 128, "heads": 2, "rows": [[1, 64, True], [1, 128, True], [1, 256, True],
+                                                           [1, 512, False]], "dtype": "float32"},
+            "header": ["T", "pass", "wrapper", "MHA", "fused", "SDPA", "nn.MHA"],
+            "rows": [
                 [64, "forward", "0.32 [0.31-0.33]", "0.25 [0.25-0.26]",
                  "0.16 [0.16-0.16]", "0.15 [0.15-0.16]", "0.18 [0.18-0.19]"],
                 [64, "forward+backward", "0.74 [0.73-0.76]", "0.65 [0.64-0.65]",
@@ -149,32 +350,154 @@ SCALE_CPU: dict = {
                  "2.26 [2.25-2.30]", "2.20 [2.20-2.23]", "2.41 [2.40-2.45]"],
                 [512, "forward", "3.47 [3.41-3.74]", "3.77 [3.34-4.50] ⚠",
                  "2.25 [2.25-2.28]", "2.20 [2.19-2.21]", "2.46 [2.44-2.52]"],
-            ]),
-        "Causal attention, T = 1024, 4 heads of 64 (median ms [IQR])": (
-            ["call", "ms"],
-            [
+            ]},
+        "causal_flag": {
+            "title": "Causal attention, T = 1024, 4 heads of 64 (median ms [IQR])",
+            "sizes": {"shape": [1, 4, 1024, 64], "dtype": "float32"},
+            "header": ["call", "ms"],
+            "rows": [
                 ["is_causal=True", "8.58 [8.57-8.61]"],
                 ["attn_mask tensor", "12.51 [12.49-12.64]"],
                 ["no mask (bidirectional)", "11.39 [11.38-11.42]"],
-            ]),
-        "One generation step, 2 layers of width 256 (median ms [IQR])": (
-            ["tokens so far", "no cache", "KV cache", "ratio of medians"],
-            [
+            ]},
+        "kv_cache": {
+            "title": ("One generation step, 2 layers of width 256 (median ms [IQR]; the code of commit "
+                      "eed01ee, before the cached step's overhead was cut)"),
+            "sizes": {"width": 256, "heads": 4, "layers": 2, "dtype": "float32", "code": "eed01ee"},
+            "header": ["tokens so far", "no cache", "KV cache", "ratio of medians"],
+            "rows": [
                 [32, "0.66 [0.65-0.67]", "0.30 [0.30-0.30]", "2x"],
                 [128, "2.21 [2.21-2.23]", "0.33 [0.33-0.34]", "7x"],
                 [512, "22.91 [21.52-23.35]", "1.41 [1.04-1.71] ⚠", "16x"],
-            ]),
-        "Roofline (best of the repeats)": (
-            ["matmul GFLOP/s (float32)", "copy GB/s", "ridge FLOP/byte"],
-            [
+            ]},
+        "roofline": {
+            "title": "Roofline (best of the repeats)",
+            "sizes": {"dtype": "float32"},
+            "header": ["matmul GFLOP/s (float32)", "copy GB/s", "ridge FLOP/byte"],
+            "rows": [
                 ["110", "52.7", "2.1"],
-            ]),
-        "create_block_mask, causal, B = H = 1, T = 16,384 (fresh process, cold compile)": (
-            ["mode", "peak memory grew (MiB)", "first call (s)", "second call (s)"],
-            [
+            ]},
+        "causal_blocks": {
+            "title": ("is_causal=True against no mask, 4 heads of 64, float32: the measured ratio of the "
+                      "medians and the share of tiles the CPU flash kernel computes"),
+            "sizes": {"heads": 4, "head_dim": 64, "dtype": "float32"},
+            "header": ["T", "is_causal=True ms", "no mask ms", "ratio", "tiles computed"],
+            "rows": [
+                [512, "19.72 ⚠", "19.66", "1.00", "1.000"],
+                [1024, "49.46 ⚠", "62.66", "0.79", "0.750"],
+                [2048, "160.13", "262.77", "0.61", "0.625"],
+            ],
+            "label": "busy CPU, 2026-11-27",
+            "note": ("(measured 2026-11-27 with the same command, 21 repeats, while other programs kept "
+                     "the machine busy, load 12: the times are several times the quiet ones, the ratios "
+                     "are what to read)")},
+        "fused_overhead": {
+            "title": ("FusedMultiHeadAttention against direct_sdpa per call, input 1 x 8 x 16, 2 heads, "
+                      "float32 (µs per call: median of the blocks [IQR]; ratio of the fastest blocks)"),
+            "sizes": {"shape": [1, 8, 16], "heads": 2, "dtype": "float32"},
+            "header": ["pass", "FusedMultiHeadAttention", "direct_sdpa", "ratio"],
+            "rows": [
+                ["forward", "43.0 [42.4-47.2]", "43.6 [43.1-51.7]", "0.98"],
+                ["forward+backward", "264.9 [260.1-422.4] ⚠", "270.0 [256.7-428.9] ⚠", "1.01"],
+            ],
+            "label": "busy CPU, 2026-11-27",
+            "note": ("(measured 2026-11-27 with the same command at load 12, the module as it is now; "
+                     "the ratio of the fastest blocks of 41 interleaved ones resists the load)")},
+        "block_mask": {
+            "title": "create_block_mask, causal, B = H = 1, T = 16,384 (fresh process, cold compile)",
+            "sizes": {"tokens": 16384},
+            "header": ["mode", "peak memory grew (MiB)", "first call (s)", "second call (s)"],
+            "rows": [
                 ["eager", "2,405", "1.53", "0.759"],
                 ["compiled", "0", "7.85", "0.038"],
-            ]),
+            ]},
+    },
+}
+
+#: chapter 10 on a datacenter GPU: the first GPU run of the course (``../shared/gpu-reference/``,
+#: its ``scripts/perf.py`` and ``perf2.py``); ``python tools/gpu_check.py`` measures the
+#: chapter's own GPU sizes and prints tables of the same form under the keys the chapter looks up
+#: (``causal_flag``, ``kv_cache``, ``decode_overhead``, ...): add them here. The first run's
+#: tables have keys of their own (``causal_flag_8192``, ``kv_cache_eed01ee``), which the prose
+#: quotes. CUDA-event medians (triton's ``do_bench``).
+SCALE_GPU: dict = {
+    "command": "scripts/perf.py and perf2.py of the first GPU run (triton.testing.do_bench medians)",
+    "date": "2026-11-27",
+    "machine": ("an NVIDIA H100 80GB HBM3 (compute capability 9.0, 132 SMs, 50 MB of L2 cache), "
+                "PyTorch 2.11.0+cu130, cuDNN 9.19, Python 3.12.3"),
+    "load": "nothing else ran on the GPU; CUDA-event timings do not count the host's load",
+    "tables": {
+        "ceilings": {
+            "title": "Ceilings: 8192 x 8192 matrix products, a 1 GiB copy (bytes read + written)",
+            "sizes": {},
+            "header": ["bfloat16 TFLOP/s", "float32 TFLOP/s", "float32 as TF32 TFLOP/s", "copy TB/s",
+                       "ridge bfloat16", "ridge float32"],
+            "rows": [["782", "51.3", "356", "3.0", "261", "17"]]},
+        "kernels": {
+            "title": ("Causal attention kernels, bfloat16, 16 heads of 128, 16,384 tokens per call "
+                      "(median ms, TFLOP/s of the causal FLOPs, forward + backward counted as 3.5 "
+                      "forward passes)"),
+            "sizes": {"heads": 16, "head_dim": 128, "tokens": 16384, "dtype": "bfloat16"},
+            "header": ["T", "B", "implementation", "forward ms", "TFLOP/s", "fwd+bwd ms", "TFLOP/s",
+                       "peak MiB"],
+            "rows": [
+                [1024, 16, "from scratch", "2.544", "27.0", "6.131", "39.2", "1537"],
+                [1024, 16, "FLASH_ATTENTION", "0.279", "246.7", "1.343", "179.1", "65"],
+                [1024, 16, "EFFICIENT_ATTENTION", "0.490", "140.1", "2.254", "106.7", "65"],
+                [1024, 16, "CUDNN_ATTENTION", "0.159", "432.2", "0.766", "313.9", "65"],
+                [1024, 16, "MATH", "7.331", "9.4", "15.805", "15.2", "2948"],
+                [4096, 4, "from scratch", "11.698", "23.5", "25.084", "38.4", "6160"],
+                [4096, 4, "FLASH_ATTENTION", "0.900", "305.5", "3.642", "264.2", "65"],
+                [4096, 4, "EFFICIENT_ATTENTION", "1.710", "160.7", "7.350", "130.9", "65"],
+                [4096, 4, "CUDNN_ATTENTION", "0.520", "528.8", "2.110", "456.1", "65"],
+                [4096, 4, "MATH", "29.046", "9.5", "59.973", "16.0", "9920"],
+                [16384, 1, "from scratch", "41.630", "26.4", "94.560", "40.7", "24832"],
+                [16384, 1, "FLASH_ATTENTION", "3.437", "319.9", "12.084", "318.5", "65"],
+                [16384, 1, "EFFICIENT_ATTENTION", "6.410", "171.5", "27.726", "138.8", "65"],
+                [16384, 1, "CUDNN_ATTENTION", "1.957", "561.8", "7.395", "520.4", "65"],
+                [16384, 1, "MATH", "out of memory", "", "", "", ""],
+                [16384, 1, "FlexAttention, compiled", "2.672", "411.5", "9.579", "401.7", "66"],
+            ]},
+        "default_choice": {
+            "title": ("Which kernel the default picks (torch._fused_sdp_choice), bfloat16, B = 4, "
+                      "H = 16, T = 8,192, head 128 (TFLOP/s)"),
+            "sizes": {"shape": [4, 16, 8192, 128], "dtype": "bfloat16"},
+            "header": ["mask", "default picks", "default", "CUDNN", "FLASH", "EFFICIENT"],
+            "rows": [
+                ["none", "CUDNN_ATTENTION", "679.1", "601.4", "351.5", "181.0"],
+                ["causal", "CUDNN_ATTENTION", "566.1", "558.2", "326.7", "174.3"],
+            ]},
+        "causal_flag_8192": {
+            "title": "Causal attention, B = 4, H = 16, T = 8,192, head 128, bfloat16 (median ms)",
+            "sizes": {"shape": [4, 16, 8192, 128], "dtype": "bfloat16"},
+            "header": ["call", "ms"],
+            "rows": [
+                ["is_causal=True", "2.036"],
+                ["attn_mask tensor", "6.704"],
+                ["no mask (bidirectional)", "3.736"],
+            ]},
+        "causal_flag_small": {
+            "title": ("The same three calls at the chapter's CPU sizes, T = 1024, 4 heads of 64, "
+                      "float32 (median ms [IQR])"),
+            "sizes": {"shape": [1, 4, 1024, 64], "dtype": "float32"},
+            "header": ["call", "ms"],
+            "rows": [
+                ["is_causal=True", "0.13 [0.13-0.13]"],
+                ["attn_mask tensor", "0.17 [0.17-0.18]"],
+                ["no mask (bidirectional)", "0.13 [0.12-0.13]"],
+            ]},
+        "kv_cache_eed01ee": {
+            "title": ("One generation step, 12 CachedMultiHeadAttention layers of width 768 (12 "
+                      "heads), batch 1 (median ms; the code of commit eed01ee, before the cached "
+                      "step's overhead was cut)"),
+            "sizes": {"width": 768, "heads": 12, "layers": 12, "code": "eed01ee"},
+            "header": ["tokens so far", "float32 no cache", "float32 KV cache", "bfloat16 no cache",
+                       "bfloat16 KV cache"],
+            "rows": [
+                [128, "5.743", "6.658", "8.890", "6.697"],
+                [512, "10.750", "7.754", "6.061", "6.658"],
+                [2048, "22.800", "9.450", "19.819", "10.655"],
+            ]},
     },
 }
 
@@ -202,27 +525,89 @@ def _median_only(title: str, header: list, rows: list) -> List[str]:
             median, q1, q3, flag = match.groups()
             spreads.append((float(q3) - float(q1)) / float(median))
             if flag:
-                noisy.append(f"{name} at {row[0]} {row[1]}")
+                where = " ".join(str(c) for c in row[:2] if not _CELL.match(str(c)))
+                noisy.append(f"{name} at {where}")
             cells.append(median + (" ⚠" if flag else ""))
         table.append(cells)
     lines = ["", title.replace("(median ms [IQR])", "(median ms)"), *_aligned(header, table)]
-    steady = [s for s in spreads if s <= 0.25]
-    lines.append(f"IQR within {max(steady):.0%} of the median in {len(steady)} of {len(spreads)} "
-                 f"cells; noisy (⚠): {', '.join(noisy) if noisy else 'none'}")
+    if spreads:
+        steady = [s for s in spreads if s <= 0.25]
+        lines.append(f"IQR within {max(steady):.0%} of the median in {len(steady)} of "
+                     f"{len(spreads)} cells; noisy (⚠): {', '.join(noisy) if noisy else 'none'}")
     return lines
+
+
+def _tables_text(ref: dict) -> str:
+    if not ref["tables"]:
+        return "(no reference measurement recorded yet: run " + ref["command"] + ")"
+    lines: List[str] = [f"Measured {ref['date']} with {ref['command']}",
+                        f"on {ref['machine']};", f"{ref['load']}."]
+    for table in ref["tables"].values():
+        header, rows = table["header"], table["rows"]
+        if len(header) > 4 and any(_CELL.match(str(cell)) for row in rows for cell in row):
+            lines += _median_only(table["title"], header, rows)
+        else:
+            lines += ["", table["title"], *_aligned(header, rows)]
+        if table.get("note"):  # e.g. a table measured on another day than the others
+            lines.append(table["note"])
+    return "\n".join(lines)
 
 
 def scale_text() -> str:
     """:data:`SCALE_CPU` as the lines a notebook prints (one block per table; wide tables show
     medians and a line on their spreads)."""
-    ref = SCALE_CPU
-    if not ref["tables"]:
-        return "(no reference measurement recorded yet: run " + ref["command"] + ")"
-    lines: List[str] = [f"Measured {ref['date']} with {ref['command']}",
-                        f"on {ref['machine']};", f"{ref['load']}."]
-    for title, (header, rows) in ref["tables"].items():
-        if len(header) > 4:
-            lines += _median_only(title, header, rows)
-            continue
-        lines += ["", title, *_aligned(header, rows)]
-    return "\n".join(lines)
+    return _tables_text(SCALE_CPU)
+
+
+def scale_gpu_text() -> str:
+    """:data:`SCALE_GPU` as the lines a notebook prints."""
+    return _tables_text(SCALE_GPU)
+
+
+def scale_reference(device=None) -> dict:
+    """The chapter-10 reference for a device: :data:`SCALE_GPU` on a CUDA GPU, else
+    :data:`SCALE_CPU`."""
+    kind = getattr(device, "type", str(device) if device is not None else "cpu").split(":")[0]
+    return SCALE_GPU if kind == "cuda" else SCALE_CPU
+
+
+def reference_table(key: str, device=None, sizes: Optional[dict] = None) -> Optional[dict]:
+    """The reference table ``key`` for ``device`` (see :func:`scale_reference`), or None when
+    there is none, or when ``sizes`` is given and the table was measured at other sizes (a
+    reader's timing is compared with a reference only like for like)."""
+    table = scale_reference(device)["tables"].get(key)
+    if table is None or (sizes is not None and table.get("sizes") != sizes):
+        return None
+    return table
+
+
+def reference_cell(key: str, row: object, column: int = 1, device=None,
+                   sizes: Optional[dict] = None, missing: str = "-") -> str:
+    """Cell ``column`` of the row whose first cell is ``row`` in :func:`reference_table`, or
+    ``missing`` when the table, the sizes or the row do not match."""
+    table = reference_table(key, device, sizes)
+    if table is not None:
+        for cells in table["rows"]:
+            if str(cells[0]) == str(row):
+                return str(cells[column])
+    return missing
+
+
+def reference_name(device=None, key: Optional[str] = None) -> str:
+    """A short name of the reference for ``device``, for a column header:
+    ``"reference: quiet CPU, 2026-11-25"``; the table ``key``'s own ``label`` where it has one (a
+    table measured on another day or at another load)."""
+    ref = scale_reference(device)
+    table = ref["tables"].get(key, {}) if key else {}
+    if table.get("label"):
+        return f"reference: {table['label']}"
+    where = "H100" if ref is SCALE_GPU else "quiet CPU"
+    return f"reference: {where}, {ref['date']}"
+
+
+def live_label() -> str:
+    """Who measured a timing the chapter shows next to the reference: ``"this build's machine"``
+    on the published site (the book build sets ``ATTENTION_BOOK_STATIC=1``), ``"your machine"``
+    in a notebook."""
+    built = os.environ.get("ATTENTION_BOOK_STATIC", "") not in ("", "0")
+    return "this build's machine, now" if built else "your machine, now"

@@ -12,20 +12,24 @@ work on ``logits`` of shape ``(..., V)`` (one row per sequence) and never change
   most likely tokens whose probabilities add up to at least ``p``;
 * :func:`next_token_probabilities`: the distribution after temperature, top-k and top-p, the
   one :func:`sample_next` draws from;
-* :func:`generate`: append a sampled (or greedy) token, run the model again, repeat.
+* :func:`generate`: append a sampled (or greedy) token, run the model again, repeat; with
+  ``use_cache=True`` the model keeps the keys and values of the tokens it has seen
+  (:class:`~attention_book.gpt.GPTCache`) and runs only the new token at each step: the same
+  tokens, much less work.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 import torch.nn as nn
 
 from . import validation as check
 from .functional import masked_softmax  # the book's one softmax (without a mask: torch.softmax)
+from .gpt import GPT
 
 __all__ = [
     "greedy",
@@ -91,7 +95,10 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     ``torch.topk``); ``k >= V`` keeps every token.
     """
     _logits(logits)
-    k = check.positive_int("k", k)
+    return _top_k(logits, check.positive_int("k", k))
+
+
+def _top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
     if k >= logits.shape[-1]:
         return logits.clone()
     kept = torch.topk(logits, k, dim=-1).indices  # (..., k)
@@ -107,7 +114,10 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     kept (a single token may already hold more than ``p``); ``p=1`` keeps every token.
     """
     _logits(logits)
-    p = _top_p(p)
+    return _nucleus(logits, _top_p(p))
+
+
+def _nucleus(logits: torch.Tensor, p: float) -> torch.Tensor:
     if p == 1.0:
         return logits.clone()  # rounding must not drop the tail of the distribution
     sorted_logits, order = torch.sort(logits, dim=-1, descending=True, stable=True)  # (..., V)
@@ -126,15 +136,28 @@ def next_token_probabilities(logits: torch.Tensor, temperature: float = 1.0, top
     probabilities (float32 or wider) that sum to 1 in every row.
     """
     _logits(logits)
+    return _distribution(logits, *_sampling_options(temperature, top_k, top_p))
+
+
+def _sampling_options(temperature, top_k, top_p) -> Tuple[float, Optional[int], Optional[float]]:
+    """The checked sampling options (checked once, before a loop over tokens)."""
     temperature = _temperature(temperature)
+    top_k = check.optional(check.positive_int, "top_k", top_k)
+    top_p = None if top_p is None else _top_p(top_p)
+    return temperature, top_k, top_p
+
+
+def _distribution(logits: torch.Tensor, temperature: float, top_k: Optional[int],
+                  top_p: Optional[float]) -> torch.Tensor:
+    """:func:`next_token_probabilities` without the checks."""
     if temperature == 0:
         one_hot = torch.zeros_like(logits, dtype=torch.float32 if logits.element_size() < 4 else logits.dtype)
-        return one_hot.scatter_(-1, greedy(logits).unsqueeze(-1), 1.0)
-    scaled = apply_temperature(logits, temperature)
+        return one_hot.scatter_(-1, logits.argmax(dim=-1, keepdim=True), 1.0)
+    scaled = logits / temperature
     if top_k is not None:
-        scaled = top_k_filter(scaled, top_k)
+        scaled = _top_k(scaled, top_k)
     if top_p is not None:
-        scaled = top_p_filter(scaled, top_p)
+        scaled = _nucleus(scaled, top_p)
     return masked_softmax(scaled.float() if scaled.element_size() < 4 else scaled)
 
 
@@ -147,11 +170,21 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: Optional[
     """
     _logits(logits)
     check.ndim("logits", logits, 2, "(B, V): the scores at the last position of every sequence")
+    _generator(generator)
+    return _draw(logits, *_sampling_options(temperature, top_k, top_p), generator)
+
+
+def _generator(generator) -> None:
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-    if _temperature(temperature) == 0:
-        return greedy(logits)  # no distribution to draw from
-    probabilities = next_token_probabilities(logits, temperature, top_k, top_p)  # (B, V)
+
+
+def _draw(logits: torch.Tensor, temperature: float, top_k: Optional[int], top_p: Optional[float],
+          generator: Optional[torch.Generator]) -> torch.Tensor:
+    """:func:`sample_next` without the checks: ``(B, V)`` -> ``(B,)``."""
+    if temperature == 0:
+        return logits.argmax(dim=-1)  # greedy: no distribution to draw from, nothing leaves the device
+    probabilities = _distribution(logits, temperature, top_k, top_p)  # (B, V)
     drawn = torch.multinomial(probabilities.detach().cpu(), num_samples=1, generator=generator)  # (B, 1)
     return drawn.squeeze(-1).to(logits.device)
 
@@ -159,33 +192,61 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: Optional[
 @torch.no_grad()
 def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
              top_k: Optional[int] = None, top_p: Optional[float] = None,
-             generator: Optional[torch.Generator] = None) -> torch.Tensor:
+             generator: Optional[torch.Generator] = None, use_cache: bool = False) -> torch.Tensor:
     """Append ``max_new_tokens`` tokens to ``idx`` ``(B, T)``, one at a time; returns ``(B, T + n)``.
 
     Each step runs ``model`` on the last ``context_length`` tokens (its whole view), takes the
-    scores at the last position and picks the next token with :func:`sample_next`
+    scores at the last position and picks the next token as :func:`sample_next` does
     (``temperature=0``: greedy). ``model`` maps ``(B, T)`` ids to ``(B, T, V)`` logits and has a
     ``config.context_length`` (the chapter's :class:`~attention_book.gpt.GPT`) or a
     ``context_length`` attribute (chapter 8's model).
+
+    ``use_cache=True`` (a :class:`~attention_book.gpt.GPT` only): the model keeps every block's
+    keys and values in a :class:`~attention_book.gpt.GPTCache`, so after the prompt each step runs
+    only the one new token through the model. The tokens are the same as without the cache (the
+    same arithmetic, in another order: equal up to float rounding). Once the text is longer than
+    the context, the window slides and every position embedding changes, so each step then runs
+    the whole window again, as without the cache.
+
+    The arguments are checked once, before the loop; the loop writes into a preallocated output.
     """
     check.tensor("idx", idx, "(B, T)")
     check.ndim("idx", idx, 2, "(B, T)")
     if idx.dtype != torch.long:
         raise TypeError(f"idx must hold torch.long token ids, got dtype {idx.dtype}; use idx.long()")
     max_new_tokens = check.positive_int("max_new_tokens", max_new_tokens)
+    options = _sampling_options(temperature, top_k, top_p)
+    _generator(generator)
+    use_cache = check.boolean("use_cache", use_cache)
     context_length = getattr(getattr(model, "config", None), "context_length", None) or getattr(
         model, "context_length", None)
     if context_length is None:
         raise TypeError("model must have config.context_length or context_length (the longest input it takes)")
+    is_gpt = isinstance(model, GPT)
+    if use_cache and not is_gpt:
+        raise TypeError(f"use_cache=True needs the chapter's GPT (it keeps a GPTCache), got {type(model).__name__}; "
+                        "pass use_cache=False")
+    if is_gpt:
+        model.check_inputs(idx[:, -context_length:])  # once: the loop feeds back the model's own tokens
+    run = (lambda ids, cache=None: model(ids, cache=cache, validate=False)) if is_gpt else (
+        lambda ids, cache=None: model(ids))
+    batch, length = idx.shape
+    out = torch.empty(batch, length + max_new_tokens, dtype=torch.long, device=idx.device)
+    out[:, :length] = idx
+    cache = model.new_cache() if use_cache else None
     was_training = model.training
     model.eval()
     for _ in range(max_new_tokens):
-        window = idx[:, -context_length:]  # (B, <= context_length)
-        logits = model(window)[:, -1, :]  # (B, V): scores for the next token
-        next_id = sample_next(logits, temperature, top_k, top_p, generator)  # (B,)
-        idx = torch.cat([idx, next_id[:, None]], dim=1)  # (B, T + 1)
+        if cache is not None and 0 < len(cache) < cache.capacity:
+            logits = run(out[:, length - 1:length], cache)  # (B, 1, V): only the newest token
+        else:
+            if cache is not None:
+                cache.reset()  # the window slides: positions shift, every key and value changes
+            logits = run(out[:, max(0, length - context_length):length], cache)  # (B, <= context, V)
+        out[:, length] = _draw(logits[:, -1, :], *options, generator)  # (B,)
+        length += 1
     model.train(was_training)
-    return idx
+    return out
 
 
 #: Okabe-Ito blue for kept tokens; cut ones are light grey *and* hatched (not told by colour alone)

@@ -31,34 +31,83 @@ def known(cls, values):
 options = grade.GradeOptions(**known(grade.GradeOptions, spec["options"]))
 options.limits = Limits(**known(Limits, spec["limits"]))
 started = time.monotonic()
-report = grade.grade_folder(Course.load(Path(spec["root"])), Path(spec["subs"]), Path(spec["out"]), options)
+course = Course.load(Path(spec["root"]), points_file=spec.get("points_file"))
+report = grade.grade_folder(course, Path(spec["subs"]), Path(spec["out"]), options)
+failed = getattr(report, "grader_errors", [])
 print("GRADER-REPORT " + json.dumps({"seconds": time.monotonic() - started,
-      "skipped_files": [[repr(n), w] for n, w in report.skipped_files], "graded": len(report.graded)}), flush=True)
+      "skipped_files": [[repr(n), w] for n, w in report.skipped_files], "graded": len(report.graded),
+      "grader_errors": [[repr(n), w] for n, w in failed]}), flush=True)
+sys.exit(4 if failed else 0)  # as `attention-book grade` does
 '''
 
 WRAP = r'''
-import resource, subprocess, sys, time, json
+import ctypes, os, resource, subprocess, sys, time, json
+canary = sys.argv[3] if len(sys.argv) > 3 else ""
+canary_name = (sys.argv[4] if len(sys.argv) > 4 else "attention-book-canary").encode()
+keys = {}
+if canary:  # the grader runs in a session keyring of its own holding a canary, and one is in the user keyring
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    nr = {"x86_64": (250, 248), "aarch64": (219, 217)}[os.uname().machine]
+    def keyctl(*args):
+        return libc.syscall(ctypes.c_long(nr[0]), *args)
+    def contents(spec):
+        buffer = ctypes.create_string_buffer(4096)
+        size = keyctl(ctypes.c_long(11), ctypes.c_long(spec), buffer, ctypes.c_long(4096))
+        return sorted(int.from_bytes(buffer.raw[i:i + 4], "little") for i in range(0, max(size, 0), 4))
+    assert keyctl(ctypes.c_long(1), None) > 0, "join a new session keyring"
+    # as a login's pam_keyinit does: the user keyring linked into the session one (its keys are then possessed)
+    assert keyctl(ctypes.c_long(8), ctypes.c_long(-4), ctypes.c_long(-3)) == 0, "link the user keyring"
+    payload = canary.encode()
+    for spec, where in ((-3, "session"), (-4, "user")):
+        serial = libc.syscall(ctypes.c_long(nr[1]), b"user", canary_name, payload,
+                              ctypes.c_long(len(payload)), ctypes.c_long(spec))
+        assert serial > 0, f"add the canary to the {where} keyring"
+        keys[where] = {"canary": serial, "before": contents(spec)}
 started = time.monotonic()
 try:
     done = subprocess.run(json.loads(sys.argv[1]), timeout=float(sys.argv[2]), capture_output=True)
     code, out, err = done.returncode, done.stdout, done.stderr
 except subprocess.TimeoutExpired as exc:
     code, out, err = "timeout", exc.stdout or b"", exc.stderr or b""
+if canary:
+    def describe(serial):  # "type;uid;gid;perm;description" (KEYCTL_DESCRIBE)
+        buffer = ctypes.create_string_buffer(4096)
+        size = keyctl(ctypes.c_long(6), ctypes.c_long(serial), buffer, ctypes.c_long(4096))
+        return buffer.raw[:max(size - 1, 0)].decode("utf-8", "replace")
+    for spec, where in ((-3, "session"), (-4, "user")):
+        keys[where]["after"] = contents(spec)
+        keys[where]["described_after"] = [describe(serial) for serial in keys[where]["after"]]
+        buffer = ctypes.create_string_buffer(4096)
+        size = keyctl(ctypes.c_long(11), ctypes.c_long(keys[where]["canary"]), buffer, ctypes.c_long(4096))
+        keys[where]["still_readable_here"] = buffer.raw[:max(size, 0)].decode() == canary
+    keyctl(ctypes.c_long(9), ctypes.c_long(keys["user"]["canary"]), ctypes.c_long(-4))  # KEYCTL_UNLINK
 usage = resource.getrusage(resource.RUSAGE_CHILDREN)
 sys.stdout.write(json.dumps({"code": code, "seconds": time.monotonic() - started, "maxrss_mb": usage.ru_maxrss / 1024,
                              "stdout": out.decode("utf-8", "replace")[-20000:],
-                             "stderr": err.decode("utf-8", "replace")[-200000:]}))
+                             "stderr": err.decode("utf-8", "replace")[-200000:], "keys": keys}))
 '''
 
 
 def grade_in_process(root: Path, subs: Path, out: Path, options: dict, limits: dict, python: str = sys.executable,
-                     env: Optional[Dict[str, str]] = None, timeout: float = 1800) -> dict:
-    """Grade ``subs`` into ``out`` in a separate grader process; what happened, as a dict."""
-    spec = json.dumps({"root": str(root), "subs": str(subs), "out": str(out), "options": options, "limits": limits})
+                     env: Optional[Dict[str, str]] = None, timeout: float = 1800, canary: str = "",
+                     points_file: Optional[Path] = None, canary_name: str = "attention-book-canary") -> dict:
+    """Grade ``subs`` into ``out`` in a separate grader process; what happened, as a dict. With
+    ``canary``, the grader runs in a new session keyring (the user keyring linked into it, as a
+    login's ``pam_keyinit`` does) holding a key ``canary_name`` with that payload, and one is put
+    in the user keyring for the run (a name of its own: other runs as the same user share that
+    keyring): ``result["keys"]`` then
+    says, per keyring, the keys before and after the run (``before``/``after``: serials)."""
+    spec = json.dumps({"root": str(root), "subs": str(subs), "out": str(out), "options": options, "limits": limits,
+                       "points_file": str(points_file) if points_file else None})
     command = [python, "-c", GRADE, spec]
-    wrapper = subprocess.run([sys.executable, "-c", WRAP, json.dumps(command), str(timeout)],
+    extra = [canary, canary_name] if canary else []
+    wrapper = subprocess.run([sys.executable, "-c", WRAP, json.dumps(command), str(timeout)] + extra,
                              capture_output=True, env=env, check=False)
-    result = json.loads(wrapper.stdout.decode("utf-8"))
+    try:
+        result = json.loads(wrapper.stdout.decode("utf-8"))
+    except ValueError:
+        raise RuntimeError("the grading wrapper failed: " + wrapper.stderr.decode("utf-8", "replace")[-3000:]) from None
     for line in result["stdout"].splitlines():
         if line.startswith("GRADER-REPORT "):
             result["report"] = json.loads(line[len("GRADER-REPORT "):])

@@ -233,3 +233,34 @@ def _with_torch(answers):
 
 
 WRONG_ANSWERS = {label: _with_torch(answers) for label, answers in WRONG_ANSWERS.items()}
+
+
+# ---------------------------------------------------------------- ex-02-find-the-bug-batch
+_BATCH = "def batch_scores(queries, keys):\n    # (..., T_q, d_k), (..., T_k, d_k) -> (..., T_q, T_k)\n"
+
+BATCH_SCORES = [
+    WrongAnswer("the-given-bug-dot-T", _BATCH + "    return queries @ keys.T\n", "reverses *every* dimension"),
+    WrongAnswer("transpose-0-1", _BATCH + "    return queries @ keys.transpose(0, 1)\n",
+                "transpose the last two dimensions"),
+    WrongAnswer("permute-3d-only", _BATCH + "    return queries @ keys.permute(0, 2, 1)\n",
+                "transpose the last two dimensions"),
+    WrongAnswer("bmm-3d-only", _BATCH + "    return torch.bmm(queries, keys.transpose(1, 2))\n",
+                "transpose the last two dimensions"),
+    WrongAnswer("einsum-3d-only", _BATCH + '    return torch.einsum("bid,bjd->bij", queries, keys)\n',
+                "transpose the last two dimensions"),
+    WrongAnswer("scores-transposed", _BATCH + "    return keys @ queries.mT\n", "your scores are transposed"),
+    WrongAnswer("scaled", _BATCH + "    return queries @ keys.mT / queries.shape[-1] ** 0.5\n",
+                "do not divide by sqrt(d_k)"),
+    WrongAnswer("zeros-non-attempt",
+                _BATCH + "    return torch.zeros(*queries.shape[:-1], keys.shape[-2])\n",
+                "must be queries[b, i] . keys[b, j]", non_attempt=True),
+]
+BATCH_SCORES_CORRECT = {
+    "mT": _BATCH + "    return queries @ keys.mT\n",
+    "einsum-ellipsis": _BATCH + '    return torch.einsum("...id,...jd->...ij", queries, keys)\n',
+    "swapaxes-matmul": _BATCH + "    keys_t = keys.swapaxes(-1, -2)  # the last two only\n"
+                                "    return torch.matmul(queries, keys_t)\n",
+}
+WRONG_ANSWERS["ex-02-find-the-bug-batch"] = _with_torch(BATCH_SCORES)
+CORRECT_ANSWERS = {"ex-02-find-the-bug-batch": {name: "import torch\n" + code
+                                                for name, code in BATCH_SCORES_CORRECT.items()}}

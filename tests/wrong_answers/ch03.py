@@ -351,3 +351,39 @@ def _with_torch(answers):
 
 
 WRONG_ANSWERS = {label: _with_torch(answers) for label, answers in WRONG_ANSWERS.items()}
+
+
+# ---------------------------------------------------------------- ex-03-find-the-bug-axis
+_AXIS = ("import math\n\n\ndef attention_weights(queries, keys):\n"
+         "    # (..., T_q, d_k), (..., T_k, d_k) -> (..., T_q, T_k), rows sum to 1\n")
+_SCORES = "    scores = queries @ keys.transpose(-2, -1) / math.sqrt(keys.shape[-1])\n"
+WEIGHTS_AXIS = [
+    WrongAnswer("the-given-bug-dim-1", _AXIS + _SCORES + "    return torch.softmax(scores, dim=1)\n",
+                "softmax over the wrong axis"),
+    WrongAnswer("dim-0", _AXIS + _SCORES + "    return torch.softmax(scores, dim=0)\n", "softmax over the wrong axis"),
+    WrongAnswer("dim-minus-2", _AXIS + _SCORES + "    return torch.softmax(scores, dim=-2)\n",
+                "softmax over the wrong axis"),
+    WrongAnswer("not-scaled", _AXIS + "    return torch.softmax(queries @ keys.mT, dim=-1)\n",
+                "the scores are not scaled"),
+    WrongAnswer("scaled-by-d_k", _AXIS + "    scores = queries @ keys.mT / keys.shape[-1]\n"
+                "    return torch.softmax(scores, dim=-1)\n", "the scale is 1 / sqrt(d_k)"),
+    WrongAnswer("scaled-after-softmax", _AXIS + "    weights = torch.softmax(queries @ keys.mT, dim=-1)\n"
+                "    return weights / math.sqrt(keys.shape[-1])\n", "scale the scores before the softmax"),
+    WrongAnswer("normalised-by-sum", _AXIS + _SCORES + "    return scores / scores.sum(dim=-1, keepdim=True)\n",
+                "differ from softmax"),
+    WrongAnswer("uniform-non-attempt", _AXIS + "    T_k = keys.shape[-2]\n"
+                "    return torch.full((*queries.shape[:-1], T_k), 1.0 / T_k)\n",
+                "differ from softmax", non_attempt=True),
+]
+WRONG_ANSWERS["ex-03-find-the-bug-axis"] = _with_torch(WEIGHTS_AXIS)
+CORRECT_ANSWERS = {"ex-03-find-the-bug-axis": {
+    "method-softmax": "import torch\n\n\ndef attention_weights(queries, keys):\n"
+                      "    return (queries @ keys.mT * keys.shape[-1] ** -0.5).softmax(-1)\n",
+    "last-axis-by-ndim": "import torch\nimport torch.nn.functional as F\n\n\ndef attention_weights(queries, keys):\n"
+                         "    scores = torch.matmul(queries, keys.transpose(-1, -2)) / keys.size(-1) ** 0.5\n"
+                         "    return F.softmax(scores, dim=scores.ndim - 1)\n",
+    "by-hand-exp": "import torch\n\n\ndef attention_weights(queries, keys):\n"
+                   "    s = torch.einsum('...qd,...kd->...qk', queries, keys) / keys.shape[-1] ** 0.5\n"
+                   "    e = (s - s.amax(dim=-1, keepdim=True)).exp()\n"
+                   "    return e / e.sum(dim=-1, keepdim=True)\n",
+}}

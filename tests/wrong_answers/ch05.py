@@ -305,3 +305,62 @@ WRONG_ANSWERS = {
     "ex-05-torch-twin": TORCH_TWIN,
     "ex-05-head-contributions": HEAD_CONTRIBUTIONS,
 }
+
+
+# ---------------------------------------------------------------- ex-05-find-the-bug-heads
+_HEADS = ("import torch\n\n\ndef multihead_context(queries, keys, values, num_heads):\n"
+          "    # (B, T, d_out) each -> (B, T, d_out)\n"
+          "    B, T, d_out = queries.shape\n    head_dim = d_out // num_heads\n")
+_VIEW_SPLIT = ("    q = queries.view(B, num_heads, T, head_dim)\n    k = keys.view(B, num_heads, T, head_dim)\n"
+               "    v = values.view(B, num_heads, T, head_dim)\n")
+_RIGHT_SPLIT = ("    q, k, v = (t.view(B, T, num_heads, head_dim).transpose(1, 2)\n"
+                "               for t in (queries, keys, values))\n")
+_WEIGHTS = "    weights = torch.softmax(q @ k.transpose(-2, -1) / head_dim ** 0.5, dim=-1)\n"
+HEADS_CONTEXT = [
+    WrongAnswer("the-given-bug-view-without-transpose",
+                _HEADS + _VIEW_SPLIT + _WEIGHTS + "    return (weights @ v).view(B, T, d_out)\n",
+                "heads split without the transpose"),
+    WrongAnswer("only-the-merge-fixed",
+                _HEADS + _VIEW_SPLIT + _WEIGHTS + "    return (weights @ v).transpose(1, 2).reshape(B, T, d_out)\n",
+                "the split is still .view(B, num_heads, T, head_dim)"),
+    WrongAnswer("only-the-split-fixed",
+                _HEADS + _RIGHT_SPLIT + _WEIGHTS + "    return (weights @ v).reshape(B, T, d_out)\n",
+                "the merge is not"),
+    WrongAnswer("view-after-transpose",
+                _HEADS + _RIGHT_SPLIT + _WEIGHTS + "    return (weights @ v).transpose(1, 2).view(B, T, d_out)\n",
+                "not contiguous"),
+    WrongAnswer("scaled-by-d_out",
+                _HEADS + _RIGHT_SPLIT + "    weights = torch.softmax(q @ k.transpose(-2, -1) / d_out ** 0.5, dim=-1)\n"
+                "    return (weights @ v).transpose(1, 2).reshape(B, T, d_out)\n",
+                "not sqrt(d_out)"),
+    WrongAnswer("softmax-over-queries",
+                _HEADS + _RIGHT_SPLIT + "    weights = torch.softmax(q @ k.transpose(-2, -1) / head_dim ** 0.5, dim=-2)\n"
+                "    return (weights @ v).transpose(1, 2).reshape(B, T, d_out)\n",
+                "softmax over the wrong axis"),
+    WrongAnswer("heads-not-merged",
+                _HEADS + _RIGHT_SPLIT + _WEIGHTS + "    return weights @ v\n",
+                "merge the heads back"),
+    WrongAnswer("values-non-attempt", _HEADS + "    return values.clone()\n",
+                "differs from multi-head attention", non_attempt=True),
+]
+WRONG_ANSWERS["ex-05-find-the-bug-heads"] = HEADS_CONTEXT
+CORRECT_ANSWERS = {"ex-05-find-the-bug-heads": {
+    "unflatten-permute": "import torch\n\n\ndef multihead_context(queries, keys, values, num_heads):\n"
+                         "    q, k, v = (t.unflatten(-1, (num_heads, -1)).permute(0, 2, 1, 3)\n"
+                         "               for t in (queries, keys, values))\n"
+                         "    w = (q @ k.mT / q.shape[-1] ** 0.5).softmax(-1)\n"
+                         "    return (w @ v).permute(0, 2, 1, 3).flatten(2)\n",
+    "einsum-no-transpose": "import torch\n\n\ndef multihead_context(queries, keys, values, num_heads):\n"
+                           "    B, T, C = queries.shape\n"
+                           "    q, k, v = (t.reshape(B, T, num_heads, C // num_heads) for t in (queries, keys, values))\n"
+                           "    s = torch.einsum('bqhd,bkhd->bhqk', q, k) / (C // num_heads) ** 0.5\n"
+                           "    return torch.einsum('bhqk,bkhd->bqhd', s.softmax(-1), v).reshape(B, T, C)\n",
+    "loop-over-heads": "import torch\n\n\ndef multihead_context(queries, keys, values, num_heads):\n"
+                       "    size = queries.shape[-1] // num_heads\n    outs = []\n"
+                       "    for h in range(num_heads):  # columns h*size .. (h+1)*size are head h\n"
+                       "        cols = slice(h * size, (h + 1) * size)\n"
+                       "        w = torch.softmax(queries[..., cols] @ keys[..., cols].transpose(1, 2)\n"
+                       "                          / size ** 0.5, dim=-1)\n"
+                       "        outs.append(w @ values[..., cols])\n"
+                       "    return torch.cat(outs, dim=-1)\n",
+}}

@@ -214,3 +214,47 @@ WRONG_ANSWERS = {
     "ex-06-cross": CROSS,
     "ex-06-padding": PADDING,
 }
+
+
+# ---------------------------------------------------------------- ex-06-find-the-bug-half
+_HALF = ("import torch\n\n\ndef padded_weights(scores, key_padding_mask):\n"
+         "    # scores (B, T_q, T_k) in any float dtype; key_padding_mask (B, T_k), True = padding\n"
+         "    hidden = key_padding_mask[:, None, :]  # (B, 1, T_k): the same keys for every query\n")
+HALF_PADDING = [
+    WrongAnswer("the-given-bug-minus-1e9",
+                _HALF + "    return torch.softmax(scores.masked_fill(hidden, -1e9), dim=-1)\n",
+                "-1e9 does not fit in float16"),
+    WrongAnswer("minus-1e4-fits-float16",
+                _HALF + "    return torch.softmax(scores.masked_fill(hidden, -1e4), dim=-1)\n",
+                "the padded keys still get some weight"),
+    WrongAnswer("float32-not-cast-back",
+                _HALF + '    return torch.softmax(scores.float().masked_fill(hidden, float("-inf")), dim=-1)\n',
+                "must keep the scores' dtype"),
+    WrongAnswer("mask-on-the-queries",
+                "import torch\n\n\ndef padded_weights(scores, key_padding_mask):\n"
+                '    hidden = key_padding_mask[:, :, None]\n'
+                '    return torch.softmax(scores.masked_fill(hidden[:, :scores.shape[1]], float("-inf")), dim=-1)\n',
+                "your mask hides query rows"),
+    WrongAnswer("mask-inverted",
+                _HALF + '    return torch.softmax(scores.masked_fill(~hidden, float("-inf")), dim=-1)\n',
+                "True in key_padding_mask marks the padding"),
+    WrongAnswer("zeroed-after-softmax",
+                _HALF + "    return torch.softmax(scores, dim=-1).masked_fill(hidden, 0.0)\n",
+                "no longer sum to 1"),
+    WrongAnswer("in-place",
+                _HALF + '    scores.masked_fill_(hidden, float("-inf"))\n    return torch.softmax(scores, dim=-1)\n',
+                "changed its inputs in place"),
+    WrongAnswer("uniform-non-attempt",
+                _HALF + "    return torch.full_like(scores, 1.0 / scores.shape[-1])\n",
+                "differ from a softmax", non_attempt=True),
+]
+WRONG_ANSWERS["ex-06-find-the-bug-half"] = HALF_PADDING
+CORRECT_ANSWERS = {"ex-06-find-the-bug-half": {
+    "dtype-minimum": _HALF + "    lowest = torch.finfo(scores.dtype).min  # fits every dtype\n"
+                             "    return torch.softmax(scores.masked_fill(hidden, lowest), dim=-1)\n",
+    "float32-and-back": _HALF + "    # -1e9 is fine in float32: compute there, return in the caller's dtype\n"
+                                "    weights = torch.softmax(scores.float().masked_fill(hidden, -1e9), dim=-1)\n"
+                                "    return weights.to(scores.dtype)\n",
+    "where-minus-inf": _HALF + '    minus_inf = torch.tensor(float("-inf"), dtype=scores.dtype)\n'
+                               "    return torch.where(hidden, minus_inf, scores).softmax(dim=-1)\n",
+}}

@@ -8,14 +8,20 @@ _IMPORTS = "import torch\nfrom torch import nn\n"
 # ---------------------------------------------------------------- ex-09-block
 
 
-def _block(body: str) -> str:
-    return _IMPORTS + "\n\ndef prenorm_block(x, ln_1, attn, ln_2, mlp):\n" + body
+_POST_NORM = ("    if not pre_norm:  # the original transformer: normalise after each sum\n"
+              "        x = ln_1(x + attn(x))\n        return ln_2(x + mlp(x))\n")
+
+
+def _block(body: str, post_norm: str = _POST_NORM) -> str:
+    """A block whose pre-norm branch is ``body`` (its post-norm branch right unless given)."""
+    return (_IMPORTS + "\n\ndef transformer_block(x, ln_1, attn, ln_2, mlp, pre_norm=True):\n"
+            + post_norm + body)
 
 
 BLOCK = [
     WrongAnswer(
-        "post-norm",
-        _block("    x = ln_1(x + attn(x))\n    x = ln_2(x + mlp(x))\n    return x\n"),
+        "post-norm-for-both",
+        _block("    x = ln_1(x + attn(x))\n    x = ln_2(x + mlp(x))\n    return x\n", post_norm=""),
         "post-norm",
     ),
     WrongAnswer(
@@ -83,14 +89,37 @@ BLOCK = [
         "changed the caller's x in place",
     ),
     WrongAnswer(
+        "flag-ignored-always-pre-norm",
+        _block("    x = x + attn(ln_1(x))\n    return x + mlp(ln_2(x))\n", post_norm=""),
+        "still computes the pre-norm order",
+    ),
+    WrongAnswer(
+        "post-norm-with-normed-inputs",
+        _block("    x = x + attn(ln_1(x))\n    return x + mlp(ln_2(x))\n",
+               post_norm="    if not pre_norm:\n        x = ln_1(x + attn(ln_1(x)))\n        return ln_2(x + mlp(ln_2(x)))\n"),
+        "the attention reads the stream x itself",
+    ),
+    WrongAnswer(
+        "post-norm-last-norm-missing",
+        _block("    x = x + attn(ln_1(x))\n    return x + mlp(ln_2(x))\n",
+               post_norm="    if not pre_norm:\n        x = ln_1(x + attn(x))\n        return x + mlp(x)\n"),
+        "the MLP's too",
+    ),
+    WrongAnswer(
+        "post-norm-mlp-reads-unnormalised-sum",
+        _block("    x = x + attn(ln_1(x))\n    return x + mlp(ln_2(x))\n",
+               post_norm="    if not pre_norm:\n        h = x + attn(x)\n        return ln_2(ln_1(h) + mlp(h))\n"),
+        "normalise the stream after the attention's residual sum",
+    ),
+    WrongAnswer(
         "returns-input-non-attempt",
-        _block("    return x\n"),
+        _block("    return x\n", post_norm=""),
         "attn was never called",
         non_attempt=True,
     ),
     WrongAnswer(
         "zeros-non-attempt",
-        _block("    return torch.zeros_like(x)\n"),
+        _block("    return torch.zeros_like(x)\n", post_norm=""),
         "attn was never called",
         non_attempt=True,
     ),
@@ -219,184 +248,103 @@ TOP_P = [
 ]
 
 
-# ---------------------------------------------------------------- ex-09-prev-token-head
-
-
-def _head(body: str) -> str:
-    return _IMPORTS + "\n\ndef previous_token_head(weights):\n" + body
-
-
-_BEST = '''    best = int(scores.argmax())
-    layer, head = divmod(best, weights.shape[1])
-    return layer, head, float(scores[layer, head])
-'''
-
-PREV_TOKEN_HEAD = [
-    WrongAnswer(
-        "diagonal-current-token",
-        _head("    scores = weights.diagonal(dim1=-2, dim2=-1).mean(dim=-1)\n" + _BEST),
-        "the CURRENT token",
-    ),
-    WrongAnswer(
-        "next-token-above-diagonal",
-        _head("    scores = weights.diagonal(offset=1, dim1=-2, dim2=-1).mean(dim=-1)\n" + _BEST),
-        "which a causal model sets to 0",
-    ),
-    WrongAnswer(
-        "includes-query-zero",
-        _head('''    T = weights.shape[-1]
-    previous = torch.stack([weights[..., t, t - 1] for t in range(T)], dim=-1)
-    scores = previous.mean(dim=-1)  # t = 0 reads key -1, the last key
-''' + _BEST),
-        "query 0 has no previous token",
-    ),
-    WrongAnswer(
-        "sum-not-mean",
-        _head("    scores = weights.diagonal(offset=-1, dim1=-2, dim2=-1).sum(dim=-1)\n" + _BEST),
-        "the SUM of the weights",
-    ),
-    WrongAnswer(
-        "max-not-mean",
-        _head("    scores = weights.diagonal(offset=-1, dim1=-2, dim2=-1).amax(dim=-1)\n"
-              + _BEST),
-        "LARGEST weight",
-    ),
-    WrongAnswer(
-        "flattened-index",
-        _head('''    scores = weights.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=-1)
-    best = int(scores.argmax())
-    return best, float(scores.flatten()[best])
-'''),
-        "flattened head index",
-    ),
-    WrongAnswer(
-        "divmod-by-layers",
-        _head('''    scores = weights.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=-1)
-    best = int(scores.argmax())
-    layer, head = divmod(best, weights.shape[0])
-    return layer, head, float(scores.flatten()[best])
-'''),
-        "you split the flattened index with n_layer",
-    ),
-    WrongAnswer(
-        "layer-and-head-swapped",
-        _head('''    scores = weights.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=-1)
-    layer, head = divmod(int(scores.argmax()), weights.shape[1])
-    return head, layer, float(scores[layer, head])
-'''),
-        "layer and head are swapped",
-    ),
-    WrongAnswer(
-        "averaged-over-heads",
-        _head('''    on_previous = weights.diagonal(offset=-1, dim1=-2, dim2=-1)  # (L, H, T-1)
-    scores = on_previous.mean(dim=1)
-    best = int(scores.argmax())
-    layer, head = divmod(best, weights.shape[1])
-    return layer, head, float(scores.flatten()[best])
-'''),
-        "wrong axis",
-    ),
-    WrongAnswer(
-        "hard-coded-sizes",
-        _head('''    scores = torch.zeros(3, 4)
-    for layer in range(3):
-        for head in range(4):
-            scores[layer, head] = torch.stack(
-                [weights[layer, head, t, t - 1] for t in range(1, 8)]).mean()
-''' + _BEST),
-        "read n_layer, n_head and T from weights.shape",
-    ),
-    WrongAnswer(
-        "zeros-non-attempt",
-        _head("    return 0, 0, 0.0\n"),
-        "(0, 0) with score 0",
-        non_attempt=True,
-    ),
+# ---------------------------------------------------------------- ex-09-induction-head
+_INDUCTION = (_IMPORTS + "\n\ndef induction_scores(weights, period):\n"
+              "    # weights (n_layer, n_head, T, T) on a block of period tokens, repeated\n"
+              "    T = weights.shape[-1]\n    t = torch.arange(period, T)  # the queries of a repeat\n")
+INDUCTION = [
+    WrongAnswer("duplicate-token-offset", _INDUCTION + "    return weights[..., t, t - period].mean(dim=-1)\n",
+                "duplicate-token head"),
+    WrongAnswer("previous-token-scores",
+                _INDUCTION + "    return weights.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=-1)\n",
+                "these are previous-token scores"),
+    WrongAnswer("first-copy-included",
+                _INDUCTION + "    return weights.diagonal(offset=-(period - 1), dim1=-2, dim2=-1).mean(dim=-1)\n",
+                "still in the first copy"),
+    WrongAnswer("summed", _INDUCTION + "    return weights[..., t, t - period + 1].sum(dim=-1)\n",
+                "your scores are sums"),
+    WrongAnswer("best-head-only", _INDUCTION + "    scores = weights[..., t, t - period + 1].mean(dim=-1)\n"
+                "    best = int(scores.argmax())\n    return torch.tensor(divmod(best, scores.shape[1]))\n",
+                "not the best head"),
+    WrongAnswer("layers-and-heads-swapped", _INDUCTION + "    return weights[..., t, t - period + 1].mean(dim=-1).T\n",
+                "layers and heads are swapped"),
+    WrongAnswer("period-hard-coded", _INDUCTION.replace("t = torch.arange(period, T)", "t = torch.arange(5, T)")
+                + "    return weights[..., t, t - 4].mean(dim=-1)\n", "mean weight on key t - period + 1"),
+    WrongAnswer("in-place", _INDUCTION + "    weights.mul_(1.0)\n    weights[..., 0, 0] = 0.0\n"
+                "    return weights[..., t, t - period + 1].mean(dim=-1)\n", "changed the weights passed in"),
+    WrongAnswer("zeros-non-attempt", _INDUCTION + "    return torch.zeros(weights.shape[:2])\n",
+                "mean weight on key t - period + 1", non_attempt=True),
 ]
 
 
-# ---------------------------------------------------------------- ex-09-conv1d
-
-
-def _conv(body: str) -> str:
-    return _IMPORTS + "\n\ndef conv1d_to_linear(weight, bias):\n    d = weight.shape[0]\n" + body
-
-
-CONV1D = [
-    WrongAnswer(
-        "not-transposed",
-        _conv("    return [(w, b) for w, b in zip(weight.split(d, dim=1), bias.split(d))]\n"),
-        "not transposed",
-    ),
-    WrongAnswer(
-        "split-along-rows",
-        _conv("    return [(w.T, b) for w, b in zip(weight.chunk(3, dim=0), bias.chunk(3))]\n"),
-        "the LAST axis of the (d, 3d) Conv1D weight",
-    ),
-    WrongAnswer(
-        "interleaved-columns",
-        _conv("    return [(weight[:, i::3].T, bias[i::3]) for i in range(3)]\n"),
-        "every third column",
-    ),
-    WrongAnswer(
-        "order-key-query-value",
-        _conv('''    q, k, v = weight.split(d, dim=1)
-    bq, bk, bv = bias.split(d)
-    return [(k.T, bk), (q.T, bq), (v.T, bv)]
-'''),
-        "the queries, then the keys, then the values",
-    ),
-    WrongAnswer(
-        "reshape-not-transpose",
-        _conv('''    rows = weight.reshape(3 * d, d)
-    return [(rows[i * d:(i + 1) * d], bias[i * d:(i + 1) * d]) for i in range(3)]
-'''),
-        "reshape/view is not a transpose",
-    ),
-    WrongAnswer(
-        "bias-not-split",
-        _conv("    return [(w.T, bias) for w in weight.split(d, dim=1)]\n"),
-        "split the bias like the weight's columns",
-    ),
-    WrongAnswer(
-        "bias-order-wrong",
-        _conv('''    bq, bk, bv = bias.split(d)
-    return [(w.T, b) for w, b in zip(weight.split(d, dim=1), (bv, bk, bq))]
-'''),
-        "split the bias in the same order as the weight",
-    ),
-    WrongAnswer(
-        "whole-weight-transposed",
-        _conv("    return [(weight.T, b) for b in bias.split(d)]\n"),
-        "the whole fused c_attn weight",
-    ),
-    WrongAnswer(
-        "hard-coded-gpt2-width",
-        _IMPORTS + '''
-
-def conv1d_to_linear(weight, bias):
-    return [(weight[:, i * 6:(i + 1) * 6].T, bias[i * 6:(i + 1) * 6]) for i in range(3)]
-''',
-        "read d from weight.shape",
-    ),
-    WrongAnswer(
-        "transposed-in-place",
-        _conv('''    weight.t_()
-    return [(w, b) for w, b in zip(weight.split(d, dim=0), bias.split(d))]
-'''),
-        "changed the c_attn weight or bias in place",
-    ),
-    WrongAnswer(
-        "returns-input-non-attempt",
-        _conv("    return [(weight, bias)] * 3\n"),
-        "the whole fused c_attn weight",
-        non_attempt=True,
-    ),
+# ---------------------------------------------------------------- ex-09-parameters
+_PARAMS = (_IMPORTS + "\n\ndef gpt_parameters(vocab_size, context_length, d_model, n_layer, n_head):\n"
+           "    V, T, d, L = vocab_size, context_length, d_model, n_layer\n")
+PARAMETERS = [
+    WrongAnswer("output-layer-counted-twice", _PARAMS + "    return 2 * V * d + T * d + L * (12 * d * d + 13 * d) + 2 * d\n",
+                "the output layer is tied"),
+    WrongAnswer("no-position-embeddings", _PARAMS + "    return V * d + L * (12 * d * d + 13 * d) + 2 * d\n",
+                "the position embeddings are missing"),
+    WrongAnswer("matrices-only", _PARAMS + "    return V * d + T * d + L * 12 * d * d\n",
+                "the biases and layer norms are missing"),
+    WrongAnswer("no-final-norm", _PARAMS + "    return V * d + T * d + L * (12 * d * d + 13 * d)\n",
+                "the final layer norm ln_f is missing"),
+    WrongAnswer("mlp-two-d-by-d", _PARAMS + "    return V * d + T * d + L * (6 * d * d + 10 * d) + 2 * d\n",
+                "the MLP is d -> 4d -> d"),
+    WrongAnswer("three-projections", _PARAMS + "    return V * d + T * d + L * (11 * d * d + 12 * d) + 2 * d\n",
+                "attention has four projections"),
+    WrongAnswer("per-head", _PARAMS + "    return V * d + T * d + n_head * L * (12 * d * d + 13 * d) + 2 * d\n",
+                "the heads do not multiply the parameters"),
+    WrongAnswer("gpt2-hard-coded", _PARAMS + "    return 124_439_808\n", "the model holds"),
+    WrongAnswer("zero-non-attempt", _PARAMS + "    return 0\n", "the model holds", non_attempt=True),
 ]
+
+
+# ---------------------------------------------------------------- ex-09-find-the-bug-scale
+_SCALE = ("import math\n\nimport torch\n\n\ndef gpt_attention(x, c_attn, n_head):\n"
+          "    # x (B, T, C); c_attn (C, 3C): queries, keys, values side by side\n"
+          "    B, T, C = x.shape\n"
+          "    q, k, v = (x @ c_attn).split(C, dim=-1)\n"
+          "    q, k, v = (t.view(B, T, n_head, C // n_head).transpose(1, 2) for t in (q, k, v))\n")
+_SCALE_END = ("    hidden = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)\n"
+              '    weights = torch.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1)\n'
+              "    return (weights @ v).transpose(1, 2).reshape(B, T, C)\n")
+SCALE = [
+    WrongAnswer("the-given-bug-sqrt-C", _SCALE + "    scores = q @ k.transpose(-2, -1) / math.sqrt(C)\n" + _SCALE_END,
+                "the width of the whole model"),
+    WrongAnswer("scale-removed", _SCALE + "    scores = q @ k.transpose(-2, -1)\n" + _SCALE_END, "not scaled at all"),
+    WrongAnswer("head-dim-without-sqrt", _SCALE + "    scores = q @ k.transpose(-2, -1) / (C // n_head)\n" + _SCALE_END,
+                "you divided by head_dim"),
+    WrongAnswer("sqrt-n-head", _SCALE + "    scores = q @ k.transpose(-2, -1) / math.sqrt(n_head)\n" + _SCALE_END,
+                "you divided by sqrt(n_head)"),
+    WrongAnswer("mask-dropped", _SCALE + "    scores = q @ k.transpose(-2, -1) / math.sqrt(C // n_head)\n"
+                "    weights = torch.softmax(scores, dim=-1)\n"
+                "    return (weights @ v).transpose(1, 2).reshape(B, T, C)\n", "the causal mask is gone"),
+    WrongAnswer("queries-and-keys-swapped",
+                _SCALE.replace("q, k, v = (x @ c_attn)", "k, q, v = (x @ c_attn)")
+                + "    scores = q @ k.transpose(-2, -1) / math.sqrt(C // n_head)\n" + _SCALE_END,
+                "queries, then the keys, then the values"),
+    WrongAnswer("in-place", _SCALE + "    x.mul_(1.0)\n    c_attn.mul_(1.0)\n    c_attn[0, 0] = 0.0\n"
+                "    scores = q @ k.transpose(-2, -1) / math.sqrt(C // n_head)\n" + _SCALE_END,
+                "changed its inputs in place"),
+    WrongAnswer("zeros-non-attempt", _SCALE + "    return torch.zeros_like(x)\n",
+                "differs from causal multi-head attention", non_attempt=True),
+]
+
 
 WRONG_ANSWERS = {
     "ex-09-block": BLOCK,
     "ex-09-top-p": TOP_P,
-    "ex-09-prev-token-head": PREV_TOKEN_HEAD,
-    "ex-09-conv1d": CONV1D,
+    "ex-09-induction-head": INDUCTION,
+    "ex-09-parameters": PARAMETERS,
+    "ex-09-find-the-bug-scale": SCALE,
 }
+
+CORRECT_ANSWERS = {"ex-09-find-the-bug-scale": {
+    "scale-from-the-keys": _SCALE + "    scores = q @ k.transpose(-2, -1) * k.size(-1) ** -0.5\n" + _SCALE_END,
+    "scale-the-queries-first": _SCALE.replace("(t.view(B, T, n_head, C // n_head)", "(t.reshape(B, T, n_head, -1)")
+    + "    q = q / math.sqrt(q.shape[-1])  # scaling q scales every score\n"
+      "    scores = q @ k.mT\n" + _SCALE_END,
+    "sdpa": _SCALE + "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)"
+                     ".transpose(1, 2).reshape(B, T, C)\n",
+}}

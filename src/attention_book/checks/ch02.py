@@ -9,7 +9,7 @@ import torch
 from ..data import journey_inputs
 from .core import Guard, Hint, answer_source, close, register
 
-__all__ = ["score_loop", "projected_scores", "point_at", "additive"]
+__all__ = ["score_loop", "projected_scores", "point_at", "additive", "batch_scores"]
 
 
 def _loop_depth(fn) -> int:
@@ -383,4 +383,77 @@ def additive(additive_attention_scores):
         ("one query, and queries as wide as the keys", other_sizes),
         ("the journey example, queries = keys = inputs", journey),
         Guard("the arguments stay unchanged", inputs_unchanged),
+    ]
+
+
+# ---------------------------------------------------------------- ex-02-find-the-bug-batch
+# Find the bug: `queries @ keys.T` is the transpose only for 2-D keys. On a batch (B, T_k, d_k)
+# .T reverses every dimension, (d_k, T_k, B): a shape error, or wrong numbers without any error
+# when B = T_k = d_k. The fix transposes the last two dimensions (.transpose(-2, -1), .mT).
+
+DOT_T = (
+    "transpose the last two dimensions of keys, whatever comes before them: "
+    "keys.transpose(-2, -1) (or keys.mT); `.T` reverses *every* dimension, (B, T_k, d_k) -> "
+    "(d_k, T_k, B), and like .transpose(0, 1) it is the transpose only for 2-D tensors"
+)
+
+
+def _batch_scores_diagnosis(out: torch.Tensor, queries: torch.Tensor, keys: torch.Tensor) -> str:
+    expected = queries @ keys.transpose(-2, -1)
+    if out.shape == expected.shape[:-2] + expected.shape[-1:] + expected.shape[-2:-1] and close(
+            out, expected.transpose(-2, -1)):
+        return ("your scores are transposed, (..., T_k, T_q): row i must be query i, so compute "
+                "queries @ keys.transpose(-2, -1), not keys @ queries.transpose(-2, -1)")
+    if out.shape == expected.shape:
+        scale = queries.shape[-1] ** 0.5
+        if close(out, expected / scale):
+            return ("these are raw scores: do not divide by sqrt(d_k) here (that is chapter 3's "
+                    "step)")
+        if keys.ndim == 3 and keys.shape[0] == keys.shape[1] == keys.shape[2] and close(
+                out, queries @ keys.permute(2, 1, 0)):
+            return DOT_T + " (with B = T_k = d_k it even runs, and silently returns wrong scores)"
+    return ""
+
+
+@register("ex-02-find-the-bug-batch", "Find the bug: scores for a batch")
+def batch_scores(batch_scores):
+    """Check the fixed ``batch_scores(queries, keys)`` -> ``(..., T_q, T_k)``."""
+
+    def run(queries, keys, what):
+        try:
+            out = batch_scores(queries.clone(), keys.clone())
+        except RuntimeError as err:
+            message = str(err)
+            if _is_shape_error(err) or "batch" in message or "size" in message or "dimension" in message:
+                raise Hint(f"{what}: your code fails ({str(err).splitlines()[0]}); {DOT_T}") from None
+            raise
+        return _as_tensor(out, "batch_scores")
+
+    def case(shape_q, shape_k, seed, what):
+        queries, keys = _random(*shape_q, seed=seed), _random(*shape_k, seed=seed + 1)
+        out = run(queries, keys, what)
+        expected = queries @ keys.transpose(-2, -1)
+        if out.shape != expected.shape:
+            raise Hint(_batch_scores_diagnosis(out, queries, keys) or (
+                f"{what}: expected scores of shape {tuple(expected.shape)}, got {tuple(out.shape)}; "
+                f"{DOT_T}"))
+        if not close(out, expected):
+            raise Hint(_batch_scores_diagnosis(out, queries, keys) or (
+                f"{what}: entry [b, i, j] must be queries[b, i] . keys[b, j]; {DOT_T}"))
+
+    def unchanged():
+        queries, keys = _random(2, 3, 4, seed=9), _random(2, 5, 4, seed=10)
+        q, k = queries.clone(), keys.clone()
+        batch_scores(q, k)
+        if not (torch.equal(q, queries) and torch.equal(k, keys)):
+            raise Hint("your function changed its inputs in place; compute a new tensor instead")
+
+    return [
+        ("a batch: (2, 4, 3) queries, (2, 5, 3) keys", lambda: case((2, 4, 3), (2, 5, 3), 0, "a batch")),
+        ("B = T_k = d_k = 3: no error, right numbers", lambda: case((3, 2, 3), (3, 3, 3), 2,
+                                                                     "a batch with B = T_k = d_k")),
+        ("heads too: (2, 3, 4, 5) and (2, 3, 6, 5)", lambda: case((2, 3, 4, 5), (2, 3, 6, 5), 4,
+                                                                   "a batch of heads (B, H, T, d)")),
+        ("one sequence still works: (4, 3) and (6, 3)", lambda: case((4, 3), (6, 3), 6, "one sequence")),
+        Guard("leaves the inputs unchanged", unchanged),
     ]

@@ -10,7 +10,7 @@ from ..data import journey_inputs
 from .core import Guard, Hint, calls, close, register
 from .rules import READY_MADE, SOFTMAX_NAMES, rule  # noqa: F401 - the rule's one table (grader too)
 
-__all__ = ["stable_softmax", "scaled_weights", "temperature_softmax", "attend", "soft_cap"]
+__all__ = ["stable_softmax", "scaled_weights", "temperature_softmax", "attend", "soft_cap", "weights_axis"]
 
 KEEPDIM = (
     "a shape mismatch while broadcasting: reduce with keepdim=True, e.g. "
@@ -475,4 +475,64 @@ def soft_cap(cap_scores):
         Guard("cap=0 raises ValueError", rejects(0.0)),
         Guard("a negative cap raises ValueError", rejects(-50.0)),
         Guard("leaves the scores unchanged", input_unchanged),
+    ]
+
+
+# ---------------------------------------------------------------- ex-03-find-the-bug-axis
+# Find the bug: `torch.softmax(scores, dim=1)` normalises the keys of 2-D scores (T_q, T_k) but
+# the *queries* of a batch (B, T_q, T_k): its columns then sum to 1. The fix is dim=-1.
+
+AXIS = (
+    "softmax over the wrong axis: dim=1 is the keys' axis only for 2-D scores (T_q, T_k); in "
+    "a batch (B, T_q, T_k) it is the queries', so each column sums to 1 instead of each row. "
+    "Normalise over the last axis, the keys: dim=-1"
+)
+
+
+def _weights_reference(queries, keys):
+    return torch.softmax(queries @ keys.transpose(-2, -1) / math.sqrt(keys.shape[-1]), dim=-1)
+
+
+def _weights_diagnosis(out, queries, keys) -> str:
+    scores = queries @ keys.transpose(-2, -1)
+    d_k = keys.shape[-1]
+    if out.shape != scores.shape:
+        return (f"expected weights of shape {tuple(scores.shape)} (one row per query, one column "
+                f"per key), got {tuple(out.shape)}")
+    for dim in range(scores.ndim - 1):
+        if close(out, torch.softmax(scores / math.sqrt(d_k), dim=dim)):
+            return AXIS
+    if close(out, torch.softmax(scores, dim=-1)):
+        return "the scores are not scaled: divide them by sqrt(d_k) before the softmax"
+    if close(out, torch.softmax(scores / d_k, dim=-1)):
+        return "you divided by d_k; the scale is 1 / sqrt(d_k)"
+    if close(out, torch.softmax(scores, dim=-1) / math.sqrt(d_k)):
+        return "scale the scores before the softmax, not the weights after it"
+    if not close(out.sum(dim=-1), torch.ones(out.shape[:-1])):
+        return "each row (one query) must sum to 1: " + AXIS
+    return "the weights differ from softmax(queries @ keys^T / sqrt(d_k)) over the keys"
+
+
+@register("ex-03-find-the-bug-axis", "Find the bug: weights that do not add up")
+def weights_axis(attention_weights):
+    """Check the fixed ``attention_weights(queries, keys)`` -> ``(..., T_q, T_k)``."""
+
+    def case(shape_q, shape_k, seed):
+        queries, keys = _random(*shape_q, seed=seed), _random(*shape_k, seed=seed + 1)
+        out = _run(attention_weights, queries, keys)
+        if out.shape != (*shape_q[:-1], shape_k[-2]) or not close(out, _weights_reference(queries, keys)):
+            raise Hint(_weights_diagnosis(out, queries, keys))
+
+    def unchanged():
+        queries, keys = _random(2, 3, 4, seed=9), _random(2, 5, 4, seed=10)
+        q, k = queries.clone(), keys.clone()
+        attention_weights(q, k)
+        if not (torch.equal(q, queries) and torch.equal(k, keys)):
+            raise Hint("your function changed its inputs in place; compute a new tensor instead")
+
+    return [
+        ("a batch (2, 4, 3) x (2, 5, 3): rows sum to 1", lambda: case((2, 4, 3), (2, 5, 3), 0)),
+        ("a batch of heads (2, 3, 4, 8) x (2, 3, 4, 8)", lambda: case((2, 3, 4, 8), (2, 3, 4, 8), 2)),
+        ("one sequence (6, 3) x (6, 3) as before", lambda: case((6, 3), (6, 3), 4)),
+        Guard("leaves the inputs unchanged", unchanged),
     ]

@@ -15,7 +15,7 @@ from ..masks import causal_mask
 from ..multihead import MultiHeadAttention
 from .core import Guard, Hint, close, register
 
-__all__ = ["split_merge", "torch_twin", "head_contributions"]
+__all__ = ["split_merge", "torch_twin", "head_contributions", "heads_context"]
 
 
 def _numbered(batch_size: int, num_tokens: int, d_out: int) -> torch.Tensor:
@@ -471,4 +471,94 @@ def head_contributions(head_contributions):
         ("each slice depends on its own head only", one_head_each),
         ("works for 4 heads and d_out=8", other_heads),
         Guard("returns (B, num_heads, T, d_out)", shape),
+    ]
+
+
+# ---------------------------------------------------------------- ex-05-find-the-bug-heads
+# Find the bug: `.view(B, num_heads, T, head_dim)` on a (B, T, d_out) projection runs without an
+# error but gives each "head" a slice of consecutive numbers that spans several tokens; merging
+# with the same `.view` undoes it, so the shapes look right and one head is even right.
+
+HEADS_VIEW = (
+    "heads split without the transpose: .view(B, num_heads, T, head_dim) cuts the (B, T, d_out) "
+    "numbers in memory order, so each head mixes several tokens; split with .view(B, T, "
+    "num_heads, head_dim).transpose(1, 2) and merge with .transpose(1, 2).reshape(B, T, d_out)"
+)
+
+
+def heads_context_reference(queries, keys, values, num_heads, split="ok", merge="ok", scale="head",
+                            softmax_dim=-1):
+    """Multi-head attention without projections on (B, T, d_out) inputs; keywords: a mistake."""
+    B, T, d_out = queries.shape
+    hd = d_out // num_heads
+
+    def heads(t):
+        if split == "no-transpose":
+            return t.reshape(B, num_heads, t.shape[1], hd)
+        return t.reshape(B, t.shape[1], num_heads, hd).transpose(1, 2)
+
+    q, k, v = heads(queries), heads(keys), heads(values)
+    divisor = {"head": hd ** 0.5, "d_out": d_out ** 0.5}[scale]
+    context = torch.softmax(q @ k.transpose(-2, -1) / divisor, dim=softmax_dim) @ v  # (B, H, T, hd)
+    if merge == "no-transpose":
+        return context.reshape(B, T, d_out)
+    return context.transpose(1, 2).reshape(B, T, d_out)
+
+
+_HEADS_MISTAKES = (
+    (dict(split="no-transpose", merge="no-transpose"), HEADS_VIEW),
+    (dict(split="no-transpose"), "the split is still .view(B, num_heads, T, head_dim) without the "
+     "transpose: split with .view(B, T, num_heads, head_dim).transpose(1, 2)"),
+    (dict(merge="no-transpose"), "the split is right now, but the merge is not: (B, H, T, head_dim) "
+     "reshaped straight to (B, T, d_out) mixes tokens and heads; .transpose(1, 2) first, then "
+     ".reshape(B, T, d_out)"),
+    (dict(scale="d_out"), "scale by sqrt(head_dim), the width of one head's queries and keys, not "
+     "sqrt(d_out)"),
+    (dict(softmax_dim=-2), "softmax over the wrong axis: each query's row sums to 1, dim=-1"),
+)
+
+
+@register("ex-05-find-the-bug-heads", "Find the bug: heads that mix tokens")
+def heads_context(multihead_context):
+    """Check the fixed ``multihead_context(queries, keys, values, num_heads)`` -> ``(B, T, d_out)``."""
+
+    def case(B, T, d_out, num_heads, seed):
+        generator = torch.Generator().manual_seed(seed)
+        q, k, v = (torch.randn(B, T, d_out, generator=generator) for _ in range(3))
+        try:
+            out = multihead_context(q.clone(), k.clone(), v.clone(), num_heads)
+        except RuntimeError as err:
+            if "view size is not compatible" in str(err) or "contiguous" in str(err):
+                raise Hint("after .transpose(1, 2) the tensor is not contiguous, so .view fails: use "
+                           ".reshape(B, T, d_out) (or .contiguous().view(...))") from None
+            raise
+        if not isinstance(out, torch.Tensor):
+            raise Hint(f"return a tensor, got {type(out).__name__}")
+        want = heads_context_reference(q, k, v, num_heads)
+        if out.shape != want.shape:
+            merged = " (merge the heads back: (B, H, T, head_dim) -> (B, T, d_out))" if out.ndim == 4 else ""
+            raise Hint(f"expected shape {tuple(want.shape)}, got {tuple(out.shape)}{merged}")
+        if close(out, want):
+            return
+        for keywords, hint in _HEADS_MISTAKES:
+            if close(out, heads_context_reference(q, k, v, num_heads, **keywords)):
+                raise Hint(hint)
+        raise Hint(f"with num_heads={num_heads} the output differs from multi-head attention: split "
+                   "(B, T, d_out) -> (B, H, T, head_dim), softmax(q k^T / sqrt(head_dim)) v per head, "
+                   "merge back")
+
+    def unchanged():
+        generator = torch.Generator().manual_seed(30)
+        q, k, v = (torch.randn(2, 3, 4, generator=generator) for _ in range(3))
+        copies = [t.clone() for t in (q, k, v)]
+        multihead_context(*copies, 2)
+        if not all(torch.equal(a, b) for a, b in zip(copies, (q, k, v))):
+            raise Hint("your function changed its inputs in place; compute new tensors instead")
+
+    return [
+        ("2 heads, 5 tokens, d_out = 6", lambda: case(2, 5, 6, 2, 0)),
+        ("3 heads on 3 tokens (T = num_heads)", lambda: case(2, 3, 6, 3, 1)),
+        ("4 heads, one sequence of 7 tokens", lambda: case(1, 7, 8, 4, 2)),
+        ("one head: ordinary attention", lambda: case(2, 4, 4, 1, 3)),
+        Guard("leaves the inputs unchanged", unchanged),
     ]

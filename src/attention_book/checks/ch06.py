@@ -333,3 +333,110 @@ def padding(padded_softmax):
         ("finite gradients, zero through the padding", finite_gradients),
         Guard("scores are not modified in place", leaves_scores_alone),
     ]
+
+
+# ---------------------------------------------------------------- ex-06-find-the-bug-half
+# Find the bug: `masked_fill(mask, -1e9)` works in float32 and bfloat16 but raises in float16,
+# whose largest number is 65504: -1e9 cannot be written into a float16 tensor. Every sequence
+# here has a real key, so float("-inf") (or the dtype's most negative number) is the fix.
+
+HALF = (
+    "-1e9 does not fit in float16 (its largest number is 65504), so masked_fill raises in half "
+    "precision; fill with float('-inf') (every row here has a real key, so no row becomes NaN) "
+    "or with torch.finfo(scores.dtype).min"
+)
+_HALF_CASES = (  # dtype, padding rows of a (3, 5) key padding mask
+    (torch.float32, "float32"), (torch.float16, "float16"), (torch.bfloat16, "bfloat16"),
+    (torch.float64, "float64"),
+)
+_HALF_PADDING = torch.tensor([[False, False, False, True, True],
+                              [False, False, False, False, False],
+                              [True, False, False, False, True]])
+
+
+def half_reference(scores, key_padding_mask):
+    """Softmax over the keys with the padded keys at weight exactly 0, in the scores' dtype."""
+    hidden = key_padding_mask[:, None, :]
+    return torch.softmax(scores.float().masked_fill(hidden, float("-inf")), dim=-1).to(scores.dtype)
+
+
+def _half_call(padded_weights, scores, pad, what):
+    try:
+        out = padded_weights(scores.clone(), pad.clone())
+    except RuntimeError as err:
+        if "overflow" in str(err) or "cannot be converted" in str(err):
+            raise Hint(f"{what}: {HALF}") from None
+        raise
+    if not isinstance(out, torch.Tensor):
+        raise Hint(f"return a tensor, got {type(out).__name__}")
+    return out.detach()
+
+
+def _half_diagnosis(out, scores, pad, what) -> str:
+    want = half_reference(scores, pad)
+    if out.shape != want.shape:
+        return f"{what}: expected weights of shape {tuple(want.shape)}, got {tuple(out.shape)}"
+    if out.dtype != scores.dtype:
+        return (f"{what}: the weights must keep the scores' dtype {scores.dtype}, got {out.dtype}: "
+                "convert back with .to(scores.dtype) if you computed in float32")
+    weights, tolerance = out.float(), 1e-2
+    hidden = pad[:, None, :].expand_as(weights)
+    if torch.allclose(weights, half_reference(scores, ~pad).float(), atol=tolerance, equal_nan=True):
+        return (f"{what}: the real keys get weight 0 and the padding does not: True in "
+                "key_padding_mask marks the padding, the keys to hide")
+    rows = torch.softmax(scores.float().masked_fill(pad[:, : scores.shape[1], None], float("-inf")), dim=-1)
+    if torch.allclose(weights, rows, atol=tolerance, equal_nan=True):
+        return (f"{what}: your mask hides query rows: the padding mask marks keys, so it must "
+                "broadcast over the queries, key_padding_mask[:, None, :] (B, 1, T_k)")
+    if torch.isnan(weights).any():
+        return f"{what}: your weights contain NaN: hide only the padded keys"
+    padded_zero = bool((weights[hidden] == 0).all())
+    sums_one = close(weights.sum(dim=-1), torch.ones(weights.shape[:-1]), atol=tolerance)
+    if padded_zero and not sums_one:
+        return (f"{what}: the padded keys are at 0 but the rows no longer sum to 1: you zeroed them "
+                "after the softmax; hide them before it, with -inf in the scores")
+    if not padded_zero and sums_one:
+        if torch.allclose(weights, torch.softmax(scores.float(), dim=-1), atol=tolerance):
+            return f"{what}: the padding is not hidden at all: fill the padded keys' scores first"
+        real_share = weights.masked_fill(hidden, 0.0).sum(dim=-1)
+        if bool((real_share < 0.5).any()):
+            return (f"{what}: the padded keys still get some weight: the fill value must beat every real "
+                    "score, whatever they are; float('-inf') does")
+    return ""
+
+
+@register("ex-06-find-the-bug-half", "Find the bug: padding in half precision")
+def half_padding(padded_weights):
+    """Check the fixed ``padded_weights(scores, key_padding_mask)`` in four dtypes."""
+
+    def case(dtype, name, shift=0.0, seed=0):
+        generator = torch.Generator().manual_seed(seed)
+        scores = (3.0 * torch.randn(3, 4, 5, generator=generator) + shift).to(dtype)
+        what = f"{name} scores" + (f" near {shift:g}" if shift else "")
+        out = _half_call(padded_weights, scores, _HALF_PADDING, what)
+        want = half_reference(scores, _HALF_PADDING)
+        tolerance = 1e-3 if dtype in (torch.float16, torch.bfloat16) else 1e-6
+        if out.shape == want.shape and out.dtype == want.dtype and torch.allclose(
+                out.float(), want.float(), atol=tolerance * 8) and bool(
+                (out.float()[_HALF_PADDING[:, None, :].expand_as(out)] == 0).all()):
+            return
+        raise Hint(_half_diagnosis(out, scores, _HALF_PADDING, what) or (
+            f"{what}: the weights differ from a softmax over the real keys"))
+
+    def unchanged():
+        scores = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(9))
+        mine, pad = scores.clone(), _HALF_PADDING.clone()
+        padded_weights(mine, pad)
+        if not (torch.equal(mine, scores) and torch.equal(pad, _HALF_PADDING)):
+            raise Hint("your function changed its inputs in place (masked_fill_ with an underscore?); "
+                       "use scores.masked_fill(...), which returns a new tensor")
+
+    return [
+        ("float16 scores: no error, padded keys at 0", lambda: case(torch.float16, "float16")),
+        ("float32 scores", lambda: case(torch.float32, "float32", seed=1)),
+        ("bfloat16 and float64 scores", lambda: (case(torch.bfloat16, "bfloat16", seed=2),
+                                                 case(torch.float64, "float64", seed=3))),
+        ("very negative real scores (-30000): padding still at 0",
+         lambda: case(torch.float32, "float32", shift=-30000.0, seed=4)),
+        Guard("leaves the inputs unchanged", unchanged),
+    ]

@@ -17,11 +17,13 @@ from __future__ import annotations
 import copy
 
 import torch
+from torch import nn
 
 from ..masks import causal_mask
-from .core import Guard, Hint, close, register
+from .core import Guard, Hint, calls, close, register
+from .rules import rule
 
-__all__ = ["causal_softmax", "decoder_mask", "decoder_block"]
+__all__ = ["causal_softmax", "decoder_mask", "decoder_block", "from_memory", "mask_buffer"]
 
 
 def _scores(*shape: int, seed: int = 7) -> torch.Tensor:
@@ -532,4 +534,587 @@ def decoder_block(DecoderBlock):
         Guard("padded encoder positions change nothing", padded_positions_ignored),
         Guard("residual connections (all-zero parameters give x)", residuals),
         Guard("works without a padding mask", padding_optional),
+    ]
+
+
+# ---------------------------------------------------------------- ex-07-from-memory
+# The capstone written from memory: a causal multi-head attention class with chapter 5's
+# constructor and parameter names. The check loads its own float64 weights into the reader's
+# W_query, W_key, W_value and out_proj, compares the output with torch.nn.MultiheadAttention
+# holding the same weights (and with the same formula written out, for d_in != d_out, which
+# PyTorch's class does not take), and names a classic mistake when the output equals what that
+# mistake computes (FROM_MEMORY_MISTAKES). Train mode is checked from the outside: with value
+# vectors that are one-hot per position, the output *is* each head's attention weights, so the
+# check reads which weights dropout zeroed and how it scaled the rest.
+
+#: (B, T, d_in, d_out, num_heads, context_length, qkv_bias, dropout): T below context_length,
+#: T = context_length, T = 1, d_in != d_out, with and without qkv biases
+FROM_MEMORY_SHAPES = (
+    (2, 5, 6, 6, 2, 8, False, 0.0),
+    (3, 6, 8, 8, 4, 9, True, 0.3),
+    (2, 4, 5, 6, 3, 7, False, 0.0),
+    (1, 4, 4, 4, 2, 4, True, 0.0),
+    (2, 1, 4, 4, 2, 3, False, 0.0),
+)
+FROM_MEMORY_CLASS = "CausalMultiHeadAttention"
+_LINEARS = ("W_query", "W_key", "W_value", "out_proj")
+
+
+def from_memory_parameters(d_in: int, d_out: int, qkv_bias: bool, seed: int) -> dict:
+    """Seeded float64 weights for the four projections, in ``nn.Linear``'s ``(out, in)`` layout.
+
+    Large enough that the scores spread (a wrong scale or axis shows), every bias non-zero."""
+    generator = torch.Generator().manual_seed(seed)
+
+    def draw(*shape, scale):
+        return scale * torch.randn(*shape, generator=generator, dtype=torch.float64)
+
+    params = {}
+    for name in ("W_query", "W_key", "W_value"):
+        params[f"{name}.weight"] = draw(d_out, d_in, scale=1.5 / d_in ** 0.5)
+        if qkv_bias:
+            params[f"{name}.bias"] = draw(d_out, scale=0.5)
+    params["out_proj.weight"] = draw(d_out, d_out, scale=1.0 / d_out ** 0.5)
+    params["out_proj.bias"] = draw(d_out, scale=0.5)
+    return params
+
+
+def from_memory_reference(params: dict, x: torch.Tensor, num_heads: int, *, softmax_dim: int = -1,
+                          scale: str = "head", split: str = "ok", merge: str = "ok",
+                          mask: str = "before", out_proj: bool = True) -> torch.Tensor:
+    """Causal multi-head attention with ``params`` on ``x`` ``(B, T, d_in)``, written out.
+
+    The defaults are the right computation; each keyword makes one classic mistake instead
+    (the variants FROM_MEMORY_MISTAKES names), so a wrong output can be recognised."""
+    B, T, _ = x.shape
+    d_out = params["W_query.weight"].shape[0]
+    hd = d_out // num_heads
+
+    def project(name):
+        out = x @ params[f"{name}.weight"].T
+        bias = params.get(f"{name}.bias")
+        return out if bias is None else out + bias
+
+    def heads(t):  # (B, T, d_out) -> (B, H, T, hd)
+        if split == "no-transpose":
+            return t.reshape(B, num_heads, T, hd)
+        return t.view(B, T, num_heads, hd).transpose(1, 2)
+
+    q, k, v = heads(project("W_query")), heads(project("W_key")), heads(project("W_value"))
+    scores = q @ k.transpose(-2, -1)  # (B, H, T, T)
+    scores = scores / {"head": hd ** 0.5, "d_out": d_out ** 0.5, "none": 1.0,
+                       "head-no-sqrt": float(hd), "d_in": x.shape[-1] ** 0.5}[scale]
+    ones = torch.ones(T, T, dtype=torch.bool)
+    future = torch.triu(ones, diagonal=1)
+    if mask == "before":
+        weights = torch.softmax(scores.masked_fill(future, float("-inf")), dim=softmax_dim)
+    elif mask == "diagonal":  # each token hidden from itself too
+        weights = torch.softmax(scores.masked_fill(torch.triu(ones), float("-inf")), dim=softmax_dim)
+    elif mask == "past":  # the wrong triangle
+        weights = torch.softmax(scores.masked_fill(torch.tril(ones, diagonal=-1), float("-inf")),
+                                dim=softmax_dim)
+    elif mask == "none":
+        weights = torch.softmax(scores, dim=softmax_dim)
+    elif mask == "after":  # zeroed after the softmax, rows no longer sum to 1
+        weights = torch.softmax(scores, dim=softmax_dim).masked_fill(future, 0.0)
+    elif mask == "after-inf":  # -inf written into the weights after the softmax
+        weights = torch.softmax(scores, dim=softmax_dim).masked_fill(future, float("-inf"))
+    else:
+        raise ValueError(f"mask={mask!r}")
+    context = weights @ v  # (B, H, T, hd)
+    if merge == "no-transpose":
+        merged = context.reshape(B, T, d_out)
+    elif merge == "head-dim-first":
+        merged = context.permute(0, 2, 3, 1).reshape(B, T, d_out)
+    else:
+        merged = context.transpose(1, 2).reshape(B, T, d_out)
+    if not out_proj:
+        return merged
+    return merged @ params["out_proj.weight"].T + params["out_proj.bias"]
+
+
+def from_memory_torch(params: dict, x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """The same weights in ``torch.nn.MultiheadAttention`` (d_in = d_out), causal, eval mode."""
+    d_out, d_in = params["W_query.weight"].shape
+    if d_in != d_out:
+        raise ValueError("torch.nn.MultiheadAttention takes queries of width embed_dim = d_out only")
+    torch_mha = nn.MultiheadAttention(d_out, num_heads, bias=True, batch_first=True,
+                                      dtype=torch.float64).eval()
+    zeros = torch.zeros(d_out, dtype=torch.float64)
+    with torch.no_grad():
+        torch_mha.in_proj_weight.copy_(torch.cat([params[f"{n}.weight"] for n in _LINEARS[:3]]))
+        torch_mha.in_proj_bias.copy_(torch.cat([params.get(f"{n}.bias", zeros) for n in _LINEARS[:3]]))
+        torch_mha.out_proj.weight.copy_(params["out_proj.weight"])
+        torch_mha.out_proj.bias.copy_(params["out_proj.bias"])
+        hidden = torch.triu(torch.ones(x.shape[1], x.shape[1], dtype=torch.bool), diagonal=1)
+        return torch_mha(x, x, x, attn_mask=hidden, need_weights=False)[0]
+
+
+#: (variant keywords, the mistake's name, the hint): what a wrong output is compared with
+FROM_MEMORY_MISTAKES = (
+    (dict(softmax_dim=-2), "softmax over the wrong axis",
+     "softmax over the wrong axis: your weights are normalised over the queries (dim=-2), so the "
+     "columns sum to 1; each query's row must: torch.softmax(scores, dim=-1)"),
+    (dict(scale="d_out"), "scale by d_out",
+     "scale by d_out: you divided the scores by sqrt(d_out); each head's dot product has "
+     "head_dim = d_out // num_heads terms, so divide by sqrt(head_dim)"),
+    (dict(scale="d_in"), "scale by d_in",
+     "you divided the scores by sqrt(d_in), the input width; divide by sqrt(head_dim), the width "
+     "of each head's queries and keys"),
+    (dict(scale="none"), "no scale",
+     "the scores are not scaled: divide them by sqrt(head_dim) before the softmax"),
+    (dict(scale="head-no-sqrt"), "scale by head_dim",
+     "you divided the scores by head_dim; the scale is 1 / sqrt(head_dim)"),
+    (dict(split="no-transpose", merge="no-transpose"), "heads split without the transpose",
+     "heads split without the transpose: .view(B, num_heads, T, head_dim) on (B, T, d_out) mixes "
+     "tokens and heads; split with .view(B, T, num_heads, head_dim).transpose(1, 2)"),
+    (dict(split="no-transpose"), "heads split without the transpose",
+     "heads split without the transpose: .view(B, num_heads, T, head_dim) on (B, T, d_out) mixes "
+     "tokens and heads; split with .view(B, T, num_heads, head_dim).transpose(1, 2)"),
+    (dict(merge="no-transpose"), "heads merged in the wrong order",
+     "heads merged in the wrong order: (B, H, T, head_dim) reshaped straight to (B, T, d_out) "
+     "mixes tokens and heads; merge with .transpose(1, 2) first, then .reshape(B, T, d_out)"),
+    (dict(merge="head-dim-first"), "heads merged in the wrong order",
+     "heads merged in the wrong order: the merged columns must hold head 0's head_dim numbers, "
+     "then head 1's, ...; transpose (B, H, T, hd) to (B, T, H, hd), then reshape to (B, T, d_out)"),
+    (dict(mask="after"), "mask applied after softmax",
+     "mask applied after the softmax: the future weights are zeroed but the rows no longer sum "
+     "to 1; fill the future scores with float('-inf') before the softmax instead"),
+    (dict(mask="after-inf"), "mask applied after softmax",
+     "mask applied after the softmax: -inf written into the weights gives -inf and NaN outputs; "
+     "fill the future *scores* with float('-inf') before the softmax"),
+    (dict(out_proj=False), "no output projection",
+     "no output projection: the merged heads go straight out; apply self.out_proj to the "
+     "(B, T, d_out) context (it mixes the heads)"),
+    (dict(mask="none"), "not causal",
+     "not causal: every token sees the future; hide key j > query i (torch.triu(..., "
+     "diagonal=1)) with float('-inf') before the softmax"),
+    (dict(mask="past"), "not causal",
+     "not causal: you hid the past (below the diagonal) and kept the future visible; hide "
+     "torch.triu(torch.ones(T, T), diagonal=1), the keys after each query"),
+    (dict(mask="diagonal"), "each token hidden from itself",
+     "each token hidden from itself: your mask hides the diagonal (torch.triu(..., diagonal=0)), "
+     "so token 0 sees nothing (NaN); hide only key j > query i, torch.triu(..., diagonal=1)"),
+)
+
+NOT_A_BUFFER = (
+    "the mask stays behind when the module moves (.to(device)): a tensor kept as a plain "
+    "attribute is not moved; register it with self.register_buffer('mask', ...) (chapter 7) or "
+    "build it in forward on x.device"
+)
+
+
+def from_memory_diagnosis(got: torch.Tensor, params: dict, x: torch.Tensor, num_heads: int) -> str:
+    """The hint of the classic mistake whose output ``got`` equals, else ``""``."""
+    if got.shape != (x.shape[0], x.shape[1], params["W_query.weight"].shape[0]):
+        return ""
+    right = from_memory_reference(params, x, num_heads)
+    for keywords, _, hint in FROM_MEMORY_MISTAKES:
+        candidate = from_memory_reference(params, x, num_heads, **keywords)
+        if torch.allclose(candidate, right, atol=1e-8, rtol=1e-6):
+            continue  # this input cannot tell the mistake (e.g. one token)
+        if torch.allclose(got, candidate, atol=1e-8, rtol=1e-6, equal_nan=True):
+            return hint
+    if bool(torch.isnan(got).all()):
+        return ("your output is NaN everywhere: an additive mask made as ones * float('-inf') "
+                "holds 0 * -inf = NaN where it should hold 0; build it with masked_fill, "
+                "torch.where or torch.full((T, T), float('-inf')).triu(1)")
+    if bool(torch.isnan(got).any()):
+        return ("your output has NaN: a row of weights in which every key is hidden (did the "
+                "mask hide the diagonal?) or -inf where a weight should be 0")
+    return ""
+
+
+def _from_memory_build(Cls, d_in, d_out, context_length, dropout, num_heads, qkv_bias, params,
+                       seed: int = 0):
+    """The reader's module built with chapter 5's signature, in float64, holding ``params``."""
+    with torch.random.fork_rng(devices=[]):  # building draws random numbers
+        torch.manual_seed(seed)
+        module = Cls(d_in, d_out, context_length, dropout, num_heads, qkv_bias=qkv_bias)
+    if not isinstance(module, nn.Module):
+        raise Hint(f"{FROM_MEMORY_CLASS}(...) should create an nn.Module, got "
+                   f"{type(module).__name__}: subclass nn.Module and call super().__init__()")
+    module.double()  # before the copy: float64 values must not pass through float32
+    load_from_memory_parameters(module, params, qkv_bias)
+    return module
+
+
+def load_from_memory_parameters(module, params: dict, qkv_bias: bool) -> None:
+    """Copy ``params`` into the module's W_query, W_key, W_value and out_proj (hints if missing)."""
+    for name in _LINEARS:
+        layer = getattr(module, name, None)
+        weight = getattr(layer, "weight", None)
+        want = params[f"{name}.weight"].shape
+        d_out, d_in = want
+        made = f"nn.Linear({d_in}, {d_out}{', bias=qkv_bias' if name != 'out_proj' else ''})"
+        if not isinstance(weight, torch.Tensor):
+            raise Hint(
+                f"the module has no `{name}` with a weight: chapter 5's names are W_query, W_key, "
+                f"W_value (nn.Linear(d_in, d_out, bias=qkv_bias)) and out_proj (nn.Linear(d_out, "
+                f"d_out)); create self.{name} = {made} in __init__"
+            )
+        if tuple(weight.shape) != tuple(want):
+            raise Hint(
+                f"{name}.weight has shape {tuple(weight.shape)}, expected {tuple(want)}: create "
+                f"it as {made} (nn.Linear stores (out_features, in_features))"
+            )
+        bias = getattr(layer, "bias", None)
+        wants_bias = name == "out_proj" or qkv_bias
+        if wants_bias and not isinstance(bias, torch.Tensor):
+            raise Hint(
+                f"{name} has no bias: " + ("out_proj is nn.Linear(d_out, d_out) with its bias"
+                                           if name == "out_proj" else
+                                           "with qkv_bias=True the projections need biases: "
+                                           "nn.Linear(d_in, d_out, bias=qkv_bias)")
+            )
+        if not wants_bias and isinstance(bias, torch.Tensor):
+            raise Hint(f"{name} has a bias although qkv_bias=False: create it as "
+                       "nn.Linear(d_in, d_out, bias=qkv_bias)")
+        with torch.no_grad():
+            weight.copy_(params[f"{name}.weight"].to(weight.dtype))
+            if wants_bias:
+                bias.copy_(params[f"{name}.bias"].to(bias.dtype))
+
+
+def from_memory_one_hot(num_heads: int = 2, num_tokens: int = 6, batch_size: int = 6, seed: int = 40):
+    """Weights and input that make the output show the attention weights themselves.
+
+    W_value and out_proj are the identity (no biases) and token t's input holds e_t in every
+    head's slice, so output[b, i, h * T + j] is head h's weight of query i on key j."""
+    d = num_heads * num_tokens
+    params = from_memory_parameters(d, d, False, seed)
+    params["W_value.weight"] = torch.eye(d, dtype=torch.float64)
+    params["out_proj.weight"] = torch.eye(d, dtype=torch.float64)
+    params["out_proj.bias"] = torch.zeros(d, dtype=torch.float64)
+    eye = torch.eye(num_tokens, dtype=torch.float64)
+    x = torch.cat([eye] * num_heads, dim=-1).expand(batch_size, num_tokens, d).contiguous()
+    return params, x
+
+
+def from_memory_weights(out: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """``(B, T, H * T)`` output of the one-hot setup -> the weights ``(B, H, T, T)``."""
+    B, T, _ = out.shape
+    return out.view(B, T, num_heads, T).transpose(1, 2)
+
+
+def from_memory_dropout_verdict(train_weights: torch.Tensor, eval_weights: torch.Tensor,
+                                again, p: float) -> str:
+    """What is wrong with dropout in training mode, read from the weights, else ``""``.
+
+    ``train_weights`` and ``again``: two training-mode calls (``again`` None: one call only);
+    ``eval_weights``: evaluation mode (the weights without dropout), all ``(B, H, T, T)``."""
+    T = eval_weights.shape[-1]
+    future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    if not torch.isfinite(train_weights).all():
+        return ("in training mode your output has inf or NaN: apply dropout to the weights "
+                "after the softmax (dropout of a -inf score before it gives 0 * -inf = NaN)")
+    if bool((train_weights[..., future].abs() > 1e-9).any()):
+        return ("in training mode the future is visible: keep the causal mask in both modes and "
+                "apply dropout to the weights after the masked softmax")
+    visible = (~future).expand_as(eval_weights) & (eval_weights > 1e-6)
+    ratio = train_weights[visible] / eval_weights[visible]
+    tolerance = 1e-4  # relative: float32 kernels add their own rounding
+    if torch.allclose(ratio, torch.ones_like(ratio), atol=tolerance):
+        return ("dropout is never applied in training mode: create self.dropout = "
+                "nn.Dropout(dropout) and apply it to the attention weights after the softmax")
+    dropped = ratio.abs() < tolerance
+    kept = (ratio - 1.0 / (1.0 - p)).abs() < tolerance
+    if bool((dropped | (ratio - 1.0).abs().lt(tolerance)).all()) and bool(dropped.any()):
+        return (f"dropout drops weights but does not scale the others by 1 / (1 - p) = "
+                f"{1 / (1 - p):g}: use nn.Dropout, which does (expected values stay the same)")
+    if not bool((dropped | kept).all()):
+        return ("in training mode each attention weight must be either dropped (0) or scaled by "
+                "1 / (1 - p): apply nn.Dropout to the weights after the softmax (not to the "
+                "scores before it)")
+    fraction = float(dropped.float().mean())
+    if abs(fraction - p) > 0.2:
+        return (f"dropout zeroed a fraction {fraction:.2f} of the weights with dropout={p}: pass "
+                "the constructor's dropout probability to nn.Dropout")
+    dropped_full = torch.zeros_like(visible)
+    dropped_full[visible] = dropped
+    mixed = False  # a key dropped for one query and kept for another (of the same head)
+    for key in range(T - 1):
+        valid = visible[..., key:, key]
+        some_dropped = (dropped_full[..., key:, key] & valid).any(dim=-1)
+        some_kept = (~dropped_full[..., key:, key] & valid).any(dim=-1)
+        mixed = mixed or bool((some_dropped & some_kept).any())
+    if not mixed:
+        return ("dropout zeroes whole columns (the same keys for every query): apply it to the "
+                "(B, H, T, T) weights, not to the keys or values")
+    if again is not None and torch.equal(train_weights, again):
+        return ("two training-mode calls dropped exactly the same weights: draw a new dropout "
+                "mask in every forward pass (nn.Dropout does)")
+    return ""
+
+
+@register("ex-07-from-memory", "Capstone: causal multi-head attention from memory")
+def from_memory(CausalMultiHeadAttention):
+    """Check ``CausalMultiHeadAttention(d_in, d_out, context_length, dropout, num_heads,
+    qkv_bias=False)`` against ``torch.nn.MultiheadAttention`` with the same weights."""
+    Cls = CausalMultiHeadAttention
+    if isinstance(Cls, nn.Module):
+        raise Hint(f"pass the class itself, {FROM_MEMORY_CLASS}, not an object of it")
+
+    def run(module, x):
+        with torch.no_grad():
+            try:
+                out = module(x.clone())
+            except RuntimeError as err:
+                message = str(err).splitlines()[0]
+                if "size" in message or "shape" in message or "match" in message:
+                    raise Hint(
+                        f"for an input of shape {tuple(x.shape)} your forward fails ({message}): "
+                        "read B and T from x.shape, slice the (context_length, context_length) "
+                        "mask to the input, self.mask[:T, :T], and take head_dim from d_out // "
+                        "num_heads"
+                    ) from None
+                raise
+        if isinstance(out, tuple):
+            raise Hint("forward should return only the output tensor (B, T, d_out), not a tuple")
+        if not isinstance(out, torch.Tensor):
+            raise Hint(f"forward should return a tensor, got {type(out).__name__}; did you "
+                       "forget `return`?")
+        return out.detach()
+
+    def shape_and_values(index: int):
+        B, T, d_in, d_out, H, context_length, qkv_bias, dropout = FROM_MEMORY_SHAPES[index]
+        params = from_memory_parameters(d_in, d_out, qkv_bias, seed=100 + index)
+        module = _from_memory_build(Cls, d_in, d_out, context_length, dropout, H, qkv_bias, params)
+        module.eval()
+        x = torch.randn(B, T, d_in, generator=torch.Generator().manual_seed(200 + index),
+                        dtype=torch.float64)
+        got = run(module, x)
+        if got.shape != (B, T, d_out):
+            raise Hint(f"for x of shape {(B, T, d_in)} (d_out={d_out}, num_heads={H}) expected "
+                       f"an output of shape {(B, T, d_out)}, got {tuple(got.shape)}")
+        if got.dtype != torch.float64:
+            raise Hint(f"a float64 module and input must give a float64 output, got {got.dtype}: "
+                       "do not convert the dtype (build masks as bool, fill with float('-inf'))")
+        want = (from_memory_torch(params, x, H) if d_in == d_out
+                else from_memory_reference(params, x, H))
+        if torch.allclose(got, want, atol=1e-10, rtol=1e-8):
+            return
+        again = run(module, x)
+        if dropout > 0 and not torch.equal(got, again):
+            raise Hint(
+                "dropout active in eval mode: two calls after .eval() give different outputs; "
+                "use nn.Dropout (it switches off in eval mode) or F.dropout(weights, p, "
+                "training=self.training)"
+            )
+        what = (f"B={B}, T={T}, d_in={d_in}, d_out={d_out}, num_heads={H}, "
+                f"context_length={context_length}, qkv_bias={qkv_bias}")
+        reference = "nn.MultiheadAttention" if d_in == d_out else "causal multi-head attention"
+        raise Hint(from_memory_diagnosis(got, params, x, H) or (
+            f"the output differs from {reference} with the same weights ({what}); compare each "
+            "step with chapter 5: project, split (B, T, d_out) -> (B, H, T, head_dim), scores / "
+            "sqrt(head_dim), causal mask with -inf, softmax over the keys, weights @ values, "
+            "merge, out_proj"))
+
+    def future_ignored():
+        B, T, d, H = 2, 6, 8, 2
+        params = from_memory_parameters(d, d, False, seed=7)
+        module = _from_memory_build(Cls, d, d, 8, 0.0, H, False, params).eval()
+        x = torch.randn(B, T, d, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+        changed = x.clone()
+        changed[:, 4] += 3.0
+        before, after = run(module, x), run(module, changed)
+        if not torch.allclose(before[:, :4], after[:, :4], atol=1e-10):
+            raise Hint("not causal: changing token 4 changed the outputs at positions 0-3; hide "
+                       "every key after its query (torch.triu(..., diagonal=1)) before the softmax")
+        if torch.allclose(before[:, 5], after[:, 5], atol=1e-12):
+            raise Hint("changing token 4 did not change the output at position 5, which must "
+                       "attend to it: hide only the future, not the past")
+
+    def first_token_itself():
+        d, H = 6, 3
+        params = from_memory_parameters(d, d, True, seed=9)
+        module = _from_memory_build(Cls, d, d, 5, 0.0, H, True, params).eval()
+        x = torch.randn(2, 5, d, generator=torch.Generator().manual_seed(10), dtype=torch.float64)
+        got = run(module, x)
+        value = x[:, 0] @ params["W_value.weight"].T + params["W_value.bias"]
+        want = value @ params["out_proj.weight"].T + params["out_proj.bias"]
+        if torch.isnan(got[:, 0]).any():
+            raise Hint(FROM_MEMORY_MISTAKES[-1][2])
+        if not torch.allclose(got[:, 0], want, atol=1e-10):
+            raise Hint("token 0 sees only itself, so its output must be out_proj(W_value(x_0)) "
+                       "(weight 1 on itself); yours is not: check the mask's triangle and that "
+                       "out_proj comes last")
+
+    def output_projection():
+        d, H = 6, 2
+        params = from_memory_parameters(d, d, False, seed=11)
+        params["out_proj.weight"] = torch.zeros(d, d, dtype=torch.float64)
+        module = _from_memory_build(Cls, d, d, 6, 0.0, H, False, params).eval()
+        x = torch.randn(2, 4, d, generator=torch.Generator().manual_seed(12), dtype=torch.float64)
+        got = run(module, x)
+        if not torch.allclose(got, params["out_proj.bias"].expand_as(got), atol=1e-12):
+            raise Hint("with out_proj's weight set to 0 every output must equal out_proj.bias: "
+                       "your forward does not end with self.out_proj(context) (no output "
+                       "projection, or something after it)")
+
+    def eval_mode_dropout():
+        B, T, d, H, p = 3, 5, 8, 2, 0.5
+        params = from_memory_parameters(d, d, True, seed=13)
+        module = _from_memory_build(Cls, d, d, 6, p, H, True, params).eval()
+        x = torch.randn(B, T, d, generator=torch.Generator().manual_seed(14), dtype=torch.float64)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(15)
+            first, second = run(module, x), run(module, x)
+        if not torch.equal(first, second) or not torch.allclose(
+                first, from_memory_torch(params, x, H), atol=1e-10):
+            if not torch.equal(first, second):
+                raise Hint("dropout active in eval mode: with dropout=0.5 two calls after .eval() "
+                           "differ; nn.Dropout switches itself off in eval mode (F.dropout needs "
+                           "training=self.training)")
+            raise Hint("with dropout=0.5 in eval mode the output must equal the output without "
+                       "dropout: dropout is for training only")
+
+    def train_mode_no_dropout():
+        B, T, d, H = 2, 5, 6, 2
+        params = from_memory_parameters(d, d, False, seed=16)
+        module = _from_memory_build(Cls, d, d, 8, 0.0, H, False, params).train()
+        x = torch.randn(B, T, d, generator=torch.Generator().manual_seed(17), dtype=torch.float64)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(18)
+            got = run(module, x)
+        if not torch.allclose(got, from_memory_torch(params, x, H), atol=1e-10):
+            raise Hint("in training mode with dropout=0 the output must equal eval mode's: "
+                       "the mask, the scale and the softmax are the same in both modes")
+
+    def train_mode_dropout():
+        H, p = 2, 0.5
+        params, x = from_memory_one_hot(H)
+        T, d = x.shape[1], x.shape[2]
+        module = _from_memory_build(Cls, d, d, T + 2, p, H, False, params)
+        eval_weights = from_memory_weights(run(module.eval(), x), H)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(19)
+            module.train()
+            first = from_memory_weights(run(module, x), H)
+            second = from_memory_weights(run(module, x), H)
+        problem = from_memory_dropout_verdict(first, eval_weights, second, p)
+        if problem:
+            raise Hint(problem)
+
+    def no_fused_kernel():
+        own = rule("ex-07-from-memory")  # the same rule the grader reads from the source
+        used = calls(Cls, own.forbidden)
+        if used:
+            raise Hint(own.message.format(names=", ".join(used)))
+
+    def moves_with_module():
+        d, H = 6, 2
+        module = _from_memory_build(Cls, d, d, 8, 0.0, H, False,
+                                    from_memory_parameters(d, d, False, seed=20)).eval()
+        try:
+            module = module.to("meta")
+            with torch.no_grad():
+                out = module(torch.empty(2, 5, d, dtype=torch.float64, device="meta"))
+        except (RuntimeError, NotImplementedError) as err:
+            message = str(err)
+            if "item()" in message or "data-dependent" in message or "meta" not in message.lower():
+                return  # reads tensor values in Python (fine on a GPU), or not about devices
+            raise Hint(NOT_A_BUFFER) from None
+        if isinstance(out, torch.Tensor) and out.device.type != "meta":
+            raise Hint(NOT_A_BUFFER)
+
+    def input_unchanged():
+        d, H = 6, 2
+        module = _from_memory_build(Cls, d, d, 8, 0.0, H, False,
+                                    from_memory_parameters(d, d, False, seed=21)).eval()
+        x = torch.randn(2, 4, d, generator=torch.Generator().manual_seed(22), dtype=torch.float64)
+        mine = x.clone()
+        with torch.no_grad():
+            module(mine)
+        if not torch.equal(mine, x):
+            raise Hint("your forward changed x in place; compute new tensors instead")
+
+    return [
+        ("matches nn.MultiheadAttention (T < context_length, float64)", lambda: shape_and_values(0)),
+        ("matches with qkv_bias=True, 4 heads, dropout in eval mode", lambda: shape_and_values(1)),
+        ("matches with d_in != d_out (3 heads)", lambda: shape_and_values(2)),
+        ("matches with T = context_length", lambda: shape_and_values(3)),
+        ("matches with one token (T = 1)", lambda: shape_and_values(4)),
+        ("earlier outputs ignore a changed future token", future_ignored),
+        ("token 0 attends only to itself", first_token_itself),
+        ("ends with the output projection", output_projection),
+        ("eval mode: dropout switched off", eval_mode_dropout),
+        ("train mode, dropout=0: same as eval mode", train_mode_no_dropout),
+        ("train mode: weights dropped with p and rescaled", train_mode_dropout),
+        Guard("written without a fused kernel", no_fused_kernel),
+        Guard("the mask moves with the module (.to(device))", moves_with_module),
+        Guard("leaves x unchanged", input_unchanged),
+    ]
+
+
+# ---------------------------------------------------------------- ex-07-find-the-bug-buffer
+# Find the bug: a mask kept as a plain attribute (`self.mask = torch.triu(...)`) is right on
+# the CPU, but `.to(device)` moves parameters and buffers only, so on a GPU the scores and the
+# mask live on different devices. The check moves the module to PyTorch's "meta" device
+# (shapes without data), where the same mismatch shows without a GPU.
+
+LEFT_BEHIND = (
+    "the mask stays behind when the module moves: .to(device) moves parameters and buffers, "
+    "not plain attributes, so on a GPU masked_fill gets scores on cuda and a mask on the CPU; "
+    "keep it with self.register_buffer('mask', ...)"
+)
+
+
+def _buffer_module(CausalWeights, context_length):
+    with torch.random.fork_rng(devices=[]):
+        module = CausalWeights(context_length)
+    if not isinstance(module, nn.Module):
+        raise Hint(f"CausalWeights(...) should create an nn.Module, got {type(module).__name__}")
+    return module
+
+
+@register("ex-07-find-the-bug-buffer", "Find the bug: a mask left behind")
+def mask_buffer(CausalWeights):
+    """Check the fixed ``CausalWeights(context_length)``: ``module(scores)`` -> causal weights."""
+
+    def moves():
+        values((2, 5, 5), 8, 0)  # right where it was built, then moved
+        module = _buffer_module(CausalWeights, 8).to("meta")
+        try:
+            with torch.no_grad():
+                out = module(torch.empty(2, 5, 5, device="meta"))
+        except (RuntimeError, NotImplementedError) as err:
+            message = str(err)
+            if "device" in message or "meta" in message:
+                raise Hint(LEFT_BEHIND + f" (here: {message.splitlines()[0][:100]})") from None
+            raise
+        if not isinstance(out, torch.Tensor) or out.device.type != "meta" or tuple(out.shape) != (2, 5, 5):
+            raise Hint("after module.to(device) the weights must come out on that device, with the "
+                       "scores' shape: " + LEFT_BEHIND)
+
+    def values(shape, context_length, seed):
+        module = _buffer_module(CausalWeights, context_length)
+        scores = _scores(*shape, seed=seed)
+        with torch.no_grad():
+            try:
+                out = module(scores.clone())
+            except RuntimeError as err:
+                if "size" in str(err) or "shape" in str(err):
+                    raise Hint(f"scores of shape {shape} with context_length={context_length} fail "
+                               f"({str(err).splitlines()[0]}): slice the mask to the scores, "
+                               "self.mask[:T, :T]") from None
+                raise
+        out = _as_tensor(out, "forward")
+        if out.shape != scores.shape or not close(out, _reference_causal(scores), atol=1e-5):
+            raise Hint("the weights must be a softmax over the visible keys: hide key j > query i "
+                       "(torch.triu(..., diagonal=1)) with -inf before the softmax")
+
+    def not_trained():
+        module = _buffer_module(CausalWeights, 6)
+        learnable = sum(p.numel() for p in module.parameters())
+        if learnable:
+            raise Hint("the mask is not learned, so it must not be a parameter (the optimiser would "
+                       "get it, state_dict would save it as one): register_buffer keeps a tensor "
+                       "that moves with the module without training it")
+
+    return [
+        ("moves with the module: .to(device), then forward", moves),
+        ("right weights for T < context_length, a batch", lambda: values((3, 5, 5), 8, 1)),
+        ("right weights for T = context_length and heads", lambda: values((2, 2, 4, 4), 4, 2)),
+        Guard("the mask is not a trainable parameter", not_trained),
     ]

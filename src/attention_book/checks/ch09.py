@@ -1,16 +1,19 @@
 """Self-checks for chapter 9 (a GPT that writes).
 
-* :func:`prenorm_block` - ``ex-09-block``: the forward of a pre-norm transformer block from its
-  parts, ``prenorm_block(x, ln_1, attn, ln_2, mlp)``. The parts the check passes record what
-  they receive, so a hint can say which sub-layer read the wrong tensor (post-norm, a missing
-  residual, the same layer norm twice, the MLP reading the block's input, ...).
+* :func:`transformer_block` - ``ex-09-block``: the forward of a transformer block from its parts
+  in both orders, ``transformer_block(x, ln_1, attn, ln_2, mlp, pre_norm=True)``: GPT-2's
+  pre-norm and the original transformer's post-norm. The parts the check passes record what they
+  receive, so a hint can say which sub-layer read the wrong tensor (a missing residual, the same
+  layer norm twice, the MLP reading the block's input, the flag ignored, ...).
 * :func:`top_p` - ``ex-09-top-p``: nucleus filtering, ``top_p_filter(logits, p)``: every token
   outside the smallest set of most likely tokens whose probability reaches ``p`` gets ``-inf``.
-* :func:`previous_token_head` - ``ex-09-prev-token-head``: from attention weights
-  ``(n_layer, n_head, T, T)``, the ``(layer, head, score)`` of the head that puts the most
-  average weight on the previous token.
-* :func:`conv1d_to_linear` - ``ex-09-conv1d``: GPT-2's fused ``c_attn`` Conv1D weight ``(d, 3d)``
-  and bias ``(3d,)`` -> three ``(weight, bias)`` pairs in ``nn.Linear``'s layout.
+* :func:`induction_head` - ``ex-09-induction-head``: from attention weights ``(n_layer,
+  n_head, T, T)`` on a block of ``period`` tokens repeated, each head's mean weight on the token
+  after the previous occurrence of the current one (key ``t - period + 1``, queries of a repeat).
+* :func:`attention_scale` - ``ex-09-find-the-bug-scale``: find the bug: GPT attention scaled by
+  ``sqrt(C)`` (the model width) instead of ``sqrt(C // n_head)`` (one head's width).
+* :func:`parameters` - ``ex-09-parameters``: the parameters of chapter 9's GPT as a formula,
+  against PyTorch's count on real models and GPT-2 small's 124,439,808.
 
 Tests that a non-attempt would pass (the input left unchanged, p = 1 keeping every token, zero
 sub-layers giving x back) are :class:`~attention_book.checks.core.Guard` s: they count only once
@@ -30,7 +33,7 @@ from torch import nn
 from ..multihead import MultiHeadAttention
 from .core import Guard, Hint, close, register
 
-__all__ = ["prenorm_block", "top_p", "previous_token_head", "conv1d_to_linear"]
+__all__ = ["transformer_block", "top_p", "induction_head", "parameters", "attention_scale"]
 
 
 def _randn(*shape: int, seed: int, scale: float = 1.0) -> torch.Tensor:
@@ -160,7 +163,7 @@ def _block_diagnosis(x, parts, spies, out) -> Tuple[str, str, str]:
 
     output_hint = ""
     if not isinstance(out, torch.Tensor):
-        output_hint = (f"prenorm_block should return a tensor, got {type(out).__name__}; did you "
+        output_hint = (f"transformer_block should return a tensor, got {type(out).__name__}; did you "
                        "forget `return`?")
     elif tuple(out.shape) != tuple(x.shape):
         output_hint = (f"the block must keep the shape (B, T, C) = {tuple(x.shape)}, got "
@@ -195,77 +198,120 @@ def _block_diagnosis(x, parts, spies, out) -> Tuple[str, str, str]:
     return attention_hint, mlp_hint, output_hint
 
 
-@register("ex-09-block", "A pre-norm block")
-def prenorm_block(block_forward):
-    """Check ``prenorm_block(x, ln_1, attn, ln_2, mlp) -> (B, T, C)``."""
+def _post_norm_diagnosis(x, parts, spies, out) -> str:
+    """The hint for a wrong post-norm block (pre_norm=False), else ``""``."""
+    ln_1, attn, ln_2, mlp = parts
+    spy_ln_1, spy_attn, _, spy_mlp = spies
+    with torch.no_grad():
+        stream = ln_1(x + attn(x))  # normalised after the residual sum
+        expected = ln_2(stream + mlp(stream))
+        pre_stream = x + attn(ln_1(x))
+        pre = pre_stream + mlp(ln_2(pre_stream))
+    if not isinstance(out, torch.Tensor):
+        return f"transformer_block should return a tensor, got {type(out).__name__}"
+    if tuple(out.shape) != tuple(x.shape):
+        return f"the block must keep the shape (B, T, C) = {tuple(x.shape)}, got {tuple(out.shape)}"
+    if _same(out, expected, 1e-4):
+        return ""
+    if _same(out, pre, 1e-4):
+        return ("with pre_norm=False your block still computes the pre-norm order: the flag must switch "
+                "to the original transformer's post-norm, where each sub-layer reads the stream itself "
+                "and the layer norm acts on the stream after each residual sum")
+    seen_attn = spy_attn.inputs[0] if spy_attn.inputs else None
+    if seen_attn is not None and not _same(seen_attn, x):
+        return ("post-norm: the attention reads the stream x itself, not a normalised copy; the layer norm "
+                "comes after the residual sum, ln_1(x + attn(x))")
+    seen_mlp = spy_mlp.inputs[0] if spy_mlp.inputs else None
+    with torch.no_grad():
+        if seen_mlp is not None and _same(seen_mlp, x + attn(x), 1e-4):
+            return ("post-norm: normalise the stream after the attention's residual sum, ln_1(x + attn(x)), "
+                    "before the MLP reads it")
+        if seen_mlp is not None and _same(seen_mlp, ln_2(stream), 1e-4):
+            return ("post-norm: the MLP reads the stream itself (already normalised by ln_1); ln_2 comes after "
+                    "the MLP's residual sum")
+        if _same(out, stream + mlp(stream), 1e-4):
+            return ("post-norm normalises after each residual sum, the MLP's too: return "
+                    "ln_2(stream + mlp(stream))")
+        if _same(out, ln_1(stream + mlp(stream)), 1e-4):
+            return "the second sum is normalised with ln_1 again: each sub-layer has its own layer norm (ln_2)"
+        if _same(out, ln_2(mlp(stream)), 1e-4):
+            return "the MLP's residual connection is missing: ln_2(stream + mlp(stream))"
+    return ("with pre_norm=False the output must be the original transformer's block: the stream after "
+            "the attention, ln_1(x + attn(x)), then ln_2 of it plus the MLP's output on it")
+
+
+@register("ex-09-block", "Pre-norm and post-norm in one block")
+def transformer_block(block_forward):
+    """Check ``transformer_block(x, ln_1, attn, ln_2, mlp, pre_norm=True) -> (B, T, C)``."""
     parts = _block_parts()
     x = _stream_input()
 
-    def run(parts_to_use, x_in):
+    def run(parts_to_use, x_in, pre_norm):
         spies = [_Spy(part, name) for part, name in zip(parts_to_use, ("ln_1", "attn", "ln_2", "mlp"))]
         with torch.no_grad():
-            out = block_forward(x_in, *spies)
+            out = block_forward(x_in, *spies, pre_norm=pre_norm)
         return spies, out
 
-    diagnosis = None
+    def pre_norm():
+        spies, out = run(parts, x.clone(), True)
+        attention_hint, mlp_hint, output_hint = _block_diagnosis(x, parts, spies, out)
+        if not isinstance(out, torch.Tensor):  # nothing returned: say that first
+            raise Hint(output_hint)
+        hints = [hint for hint in (attention_hint, mlp_hint, output_hint) if hint]
+        if hints:
+            raise Hint(hints[0])
 
-    def diagnose():
-        nonlocal diagnosis
-        if diagnosis is None:
-            spies, out = run(parts, x.clone())
-            diagnosis = _block_diagnosis(x, parts, spies, out)
-        return diagnosis
-
-    def attention_input():
-        hint = diagnose()[0]
+    def post_norm():
+        spies, out = run(parts, x.clone(), False)
+        hint = _post_norm_diagnosis(x, parts, spies, out)
         if hint:
             raise Hint(hint)
 
-    def mlp_input():
-        hint = diagnose()[1]
-        if hint:
-            raise Hint(hint)
-
-    def output():
-        hint = diagnose()[2]
-        if hint:
-            raise Hint(hint)
+    def default_is_pre_norm():
+        with torch.no_grad():
+            out = block_forward(x.clone(), *parts)
+            _, want = run(parts, x.clone(), True)
+        if not isinstance(out, torch.Tensor) or not isinstance(want, torch.Tensor) or not _same(out, want, 1e-5):
+            raise Hint("without the pre_norm argument the block must be GPT-2's pre-norm block (pre_norm=True "
+                       "by default)")
 
     def other_input():
         other = _randn(_B, 3, _C, seed=11, scale=0.5) - 2.0  # a shorter sequence, other values
-        ln_1, attn, ln_2, mlp = parts
-        with torch.no_grad():
-            stream = other + attn(ln_1(other))
-            expected = stream + mlp(ln_2(stream))
-        _, out = run(parts, other.clone())
-        if isinstance(out, torch.Tensor) and _same(out, expected, 1e-4):
-            return
-        if any(diagnose()):
-            raise Hint("wrong for a (2, 3, 8) input too: fix the checks above first")
-        raise Hint("right for the first input but not for a (2, 3, 8) input: use only x and "
-                   "the four parts passed in (no sizes or tensors from outside the function)")
+        for flag in (True, False):
+            spies, out = run(parts, other.clone(), flag)
+            hint = ([h for h in _block_diagnosis(other, parts, spies, out) if h] or [""])[0] if flag else \
+                _post_norm_diagnosis(other, parts, spies, out)
+            if hint:
+                raise Hint(f"for a (2, 3, 8) input with pre_norm={flag}: {hint}")
 
-    def zero_updates_give_x():
+    def zero_updates():
         zero_parts = _block_parts(zero_updates=True)
-        _, out = run(zero_parts, x.clone())
-        if not isinstance(out, torch.Tensor) or not _same(out, x, 1e-5):
-            raise Hint("when the attention and the MLP both output 0 the block must return x "
-                       "unchanged (that is what the residual connections are for); yours does not")
+        ln_1, _, ln_2, _ = zero_parts
+        _, out_pre = run(zero_parts, x.clone(), True)
+        _, out_post = run(zero_parts, x.clone(), False)
+        with torch.no_grad():
+            post = ln_2(ln_1(x))
+        if not isinstance(out_pre, torch.Tensor) or not _same(out_pre, x, 1e-5):
+            raise Hint("when the attention and the MLP both output 0 a pre-norm block must return x unchanged "
+                       "(the residual connections); yours does not")
+        if not isinstance(out_post, torch.Tensor) or not _same(out_post, post, 1e-5):
+            raise Hint("when the attention and the MLP both output 0 a post-norm block returns ln_2(ln_1(x)): the "
+                       "stream normalised twice; yours does not")
 
     def input_untouched():
         x_in = x.clone()
-        run(parts, x_in)
+        run(parts, x_in, True)
+        run(parts, x_in, False)
         if not torch.equal(x_in, x):
-            raise Hint("your function changed the caller's x in place (x += ... or an in-place "
-                       "method): write x = x + ..., which makes a new tensor; the caller may still "
-                       "need its x")
+            raise Hint("your function changed the caller's x in place (x += ... or an in-place method): write "
+                       "x = x + ..., which makes a new tensor; the caller may still need its x")
 
     return [
-        ("the attention reads ln_1 of the input", attention_input),
-        ("the MLP reads ln_2 of the stream after the attention", mlp_input),
-        ("returns the stream plus the MLP's output", output),
-        ("works for another input (2, 3, 8)", other_input),
-        Guard("zero sub-layer outputs give x back (residuals)", zero_updates_give_x),
+        ("pre_norm=True: GPT-2's block", pre_norm),
+        ("pre_norm=False: the original transformer's block", post_norm),
+        Guard("pre-norm is the default", default_is_pre_norm),
+        ("both orders on another input (2, 3, 8)", other_input),
+        Guard("zero sub-layer outputs: x (pre-norm), ln_2(ln_1(x)) (post-norm)", zero_updates),
         Guard("leaves the caller's x unchanged", input_untouched),
     ]
 
@@ -479,342 +525,281 @@ def top_p(top_p_filter):
     ]
 
 
-# ---------------------------------------------------------------- ex-09-prev-token-head
+# ---------------------------------------------------------------- ex-09-induction-head
+# An induction head (Olsson et al. 2022): on a text that repeats, the query at token t attends to
+# the token right AFTER the previous occurrence of token t, and so predicts what came next last
+# time. On a random block of `period` tokens repeated, that key is t - period + 1, for every query
+# of a repeat (t >= period): the first copy has no earlier occurrence to look back at.
 
 
-def _planted_weights(n_layer: int, n_head: int, T: int, plant: dict, seed: int) -> torch.Tensor:
-    """Causal weights ``(n_layer, n_head, T, T)`` with chosen heads given a pattern.
+def induction_reference(weights: torch.Tensor, period: int) -> torch.Tensor:
+    """(n_layer, n_head): the mean weight of queries t = period .. T-1 on key t - period + 1."""
+    T = weights.shape[-1]
+    queries = torch.arange(period, T)
+    return weights[..., queries, queries - period + 1].mean(dim=-1)
 
-    ``plant`` maps (layer, head) to "previous" (about 0.8 on t-1), "current" (about 0.9 on the
-    diagonal), "first" (about 0.9 on token 0) or "once" (weight 1 on t-1 at the last query only).
-    """
+
+def _induction_weights(n_layer: int, n_head: int, period: int, repeats: int, plant: dict, seed: int):
+    """Causal weights ``(n_layer, n_head, T, T)``, T = period * repeats, some heads given a pattern:
+    "induction" (key t - period + 1), "duplicate" (key t - period), "previous" (key t - 1),
+    "current" (the diagonal)."""
+    T = period * repeats
     generator = torch.Generator().manual_seed(seed)
     scores = torch.randn(n_layer, n_head, T, T, generator=generator)
     rows, cols = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    later = rows >= period
     for (layer, head), kind in plant.items():
-        if kind == "previous":
-            scores[layer, head] += 3.5 * (cols == rows - 1)
+        if kind == "induction":
+            scores[layer, head] += 4.0 * ((cols == rows - period + 1) & later)
+        elif kind == "duplicate":
+            scores[layer, head] += 4.0 * ((cols == rows - period) & later)
+        elif kind == "previous":
+            scores[layer, head] += 4.0 * (cols == rows - 1)
         elif kind == "current":
-            scores[layer, head] += 4.5 * (cols == rows)
-        elif kind == "first":
-            scores[layer, head] += 4.5 * (cols == 0)
-        elif kind == "once":
-            scores[layer, head, T - 1] += 30.0 * (cols[0] == T - 2)
+            scores[layer, head] += 5.0 * (cols == rows)
     future = torch.ones(T, T, dtype=torch.bool).triu(1)
     return torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
 
 
-def _previous_scores(weights: torch.Tensor) -> torch.Tensor:
-    """(n_layer, n_head): the mean weight on t-1 over queries t = 1..T-1."""
-    return weights.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=-1)
-
-
-# layer 2 head 1 is the previous-token head; distractors: a current-token head whose diagonal is
-# heavier than any t-1 average, a first-token head, a head that looks back strongly only once
-_HEAD_SHAPE = (3, 4, 8)
-_HEAD_PLANT = {(2, 1): "previous", (0, 3): "current", (1, 0): "first", (0, 1): "once"}
-
-
-def _unpack(result, n_head: int) -> Tuple[int, int, float]:
-    if isinstance(result, torch.Tensor) and result.numel() in (2, 3):
-        result = result.tolist()
-    if not isinstance(result, (tuple, list)):
-        raise Hint(f"previous_token_head should return (layer, head, score), got "
-                   f"{type(result).__name__}; did you forget `return`?")
-    if len(result) == 2:
-        first = result[0]
-        if isinstance(first, (tuple, list)) and len(first) == 2:
-            raise Hint("return three values, layer, head and score, not ((layer, head), score)")
-        raise Hint(f"previous_token_head should return three values (layer, head, score), got "
-                   f"two; a single flattened head index counts layer * n_head + head: split it "
-                   f"into its layer and head (divide by n_head = {n_head})")
-    if len(result) != 3:
-        raise Hint(f"previous_token_head should return three values (layer, head, score), got "
-                   f"{len(result)}")
-    values = []
-    for name, value in zip(("layer", "head"), result[:2]):
-        if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_floating_point():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise Hint(f"{name} must be a whole number (an index), got {value!r}")
-        values.append(int(value))
-    score = result[2]
-    if isinstance(score, torch.Tensor) and score.numel() == 1:
-        score = float(score)
-    if isinstance(score, bool) or not isinstance(score, numbers.Real):
-        raise Hint(f"score must be a number, got {type(score).__name__}")
-    return values[0], values[1], float(score)
-
-
-def _head_hint(answer: Tuple[int, int, float], weights: torch.Tensor) -> str:
-    """A hint naming the mistake behind a wrong (layer, head, score); "" when it is right."""
+def _induction_diagnosis(got: torch.Tensor, weights: torch.Tensor, period: int) -> str:
     n_layer, n_head, T, _ = weights.shape
-    scores = _previous_scores(weights.double())
-    best = int(scores.flatten().argmax())
-    layer, head, score = answer
-    want = (best // n_head, best % n_head, float(scores.flatten()[best]))
-    flat = weights.double()
-    if (layer, head) == want[:2]:
-        if math.isclose(score, want[2], rel_tol=1e-4, abs_tol=1e-6):
-            return ""
-        if math.isclose(score, want[2] * (T - 1) / T, rel_tol=1e-4):
-            return (f"your score is {score:.4f}, the average over all {T} queries: query 0 has no "
-                    f"previous token, average over t = 1 .. T-1 only ({T - 1} queries)")
-        if math.isclose(score, want[2] * (T - 1), rel_tol=1e-4):
-            return ("your score is the SUM of the weights on the previous token: the score is "
-                    "their average over t = 1 .. T-1")
-        return (f"right head, wrong score {score:.4f}: the score is the head's mean weight on "
-                "key t-1 over the queries t = 1 .. T-1")
-    previous = flat.diagonal(offset=-1, dim1=-2, dim2=-1)  # (n_layer, n_head, T-1)
-    if n_layer != n_head and (layer, head) == divmod(best, n_layer):
-        return (f"(layer, head) = ({layer}, {head}): you split the flattened index with n_layer = "
-                f"{n_layer}; each layer holds n_head = {n_head} heads, so divide by n_head")
-    for axis, what in ((1, "the heads"), (0, "the layers")):
-        if any(math.isclose(score, float(v), rel_tol=1e-6) for v in previous.mean(dim=axis).flatten()):
-            return (f"wrong axis: your score is an average over {what}; average each head's "
-                    "weights on the previous token over the QUERIES (the last axis of the "
-                    "(n_layer, n_head, T-1) diagonal), one score per (layer, head)")
-    if not (0 <= layer < n_layer and 0 <= head < n_head):
-        return (f"(layer, head) = ({layer}, {head}) is outside the weights' shape "
-                f"{tuple(weights.shape)}: one score per head, shape (n_layer, n_head), taken "
-                "from the last two axes (query t, key t-1)")
-    if (head, layer) == want[:2]:
-        return "layer and head are swapped: weights has shape (n_layer, n_head, T, T)"
-    diagonal = flat.diagonal(dim1=-2, dim2=-1).mean(dim=-1).flatten()
-    if layer * n_head + head == int(diagonal.argmax()):
-        return ("you picked the head with the most weight on the CURRENT token (the diagonal): "
-                "the previous token of query t is key t-1, one below the diagonal")
-    above = flat.diagonal(offset=1, dim1=-2, dim2=-1).mean(dim=-1).flatten()
-    if (layer, head) == (0, 0) and score == 0.0 and float(above.max()) == 0.0:
-        return ("(0, 0) with score 0: every head scores 0 when you read the entries above the "
-                "diagonal (key t+1, the NEXT token), which a causal model sets to 0; the previous "
-                "token of query t is key t-1, just below the diagonal")
-    maxima = flat.diagonal(offset=-1, dim1=-2, dim2=-1).amax(dim=-1).flatten()
-    if layer * n_head + head == int(maxima.argmax()):
-        return ("you ranked the heads by their LARGEST weight on the previous token: rank them by "
-                "the average over all queries t = 1 .. T-1 (a head that looks back once is not a "
-                "previous-token head)")
-    if layer * n_head + head == int(scores.flatten().argmin()):
-        return "you picked the head with the LEAST weight on the previous token: take the maximum"
-    block = flat[..., 1:, :-1].mean(dim=(-2, -1)).flatten()
-    if layer * n_head + head == int(block.argmax()):
-        return ("you averaged a whole block of weights: the score uses only the entries "
-                "(t, t-1), the diagonal just below the main one")
-    return ("not the head with the highest mean weight on the previous token: for every head, "
-            "average weights[layer, head, t, t-1] over t = 1 .. T-1, then take the best")
-
-
-@register("ex-09-prev-token-head", "Find the previous-token head")
-def previous_token_head(find_head):
-    """Check ``previous_token_head(weights (n_layer, n_head, T, T)) -> (layer, head, score)``."""
-    weights = _planted_weights(*_HEAD_SHAPE[:2], _HEAD_SHAPE[2], _HEAD_PLANT, seed=5)
-    n_head = _HEAD_SHAPE[1]
-    result = None
-
-    def run():
-        nonlocal result
-        if result is None:
-            result = _unpack(find_head(weights.clone()), n_head)
-        return result
-
-    def finds_head():
-        layer, head, score = run()
-        hint = _head_hint((layer, head, score), weights)
-        if hint and not hint.startswith(("right head", "your score")):
-            raise Hint(hint)
-
-    def score():
-        layer, head, value = run()
-        hint = _head_hint((layer, head, value), weights)
-        if hint.startswith(("right head", "your score")):
-            raise Hint(hint)
-        if hint:
-            raise Hint("fix the head first (see the first check); the score is the chosen head's "
-                       "mean weight on the previous token")
-
-    def other_shape():
-        # 2 layers, 3 heads, 5 tokens: head (0, 2) looks back
-        other = _planted_weights(2, 3, 5, {(0, 2): "previous", (1, 1): "current"}, seed=8)
-        try:
-            got = _unpack(find_head(other.clone()), 3)
-        except (IndexError, RuntimeError) as err:
-            raise Hint(f"weights of shape (2, 3, 5, 5) made your code fail ({str(err).splitlines()[0]}): "
-                       "read n_layer, n_head and T from weights.shape instead of fixed numbers") from None
-        hint = _head_hint(got, other)
-        if hint and _head_hint(run(), weights):
-            raise Hint("wrong for weights of shape (2, 3, 5, 5) too: fix the checks above first")
-        if hint:
-            raise Hint("right for the first weights, but for weights of shape (2, 3, 5, 5): "
-                       + hint + " (read every size from weights.shape)")
-
-    def input_untouched():
-        copy_in = weights.clone()
-        find_head(copy_in)
-        if not torch.equal(copy_in, weights):
-            raise Hint("your function changed the weights passed in (an in-place operation): "
-                       "compute the scores without writing into weights")
-
-    return [
-        ("finds the previous-token head", finds_head),
-        ("its score: the mean weight on t-1 over t = 1..T-1", score),
-        ("works for weights of another shape (2, 3, 5, 5)", other_shape),
-        Guard("leaves the weights unchanged", input_untouched),
+    queries = torch.arange(period, T)
+    candidates = [
+        (weights[..., queries, queries - period].mean(dim=-1),
+         "you scored the weight on the previous occurrence of the token itself (key t - period, a "
+         "duplicate-token head): an induction head attends to the token AFTER it, key t - period + 1"),
+        (weights.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=-1),
+         "these are previous-token scores (key t - 1): an induction head looks back a whole period, to "
+         "the token after the previous occurrence of the current one, key t - period + 1"),
+        (weights.diagonal(offset=-(period - 1), dim1=-2, dim2=-1).mean(dim=-1),
+         "you also averaged query period - 1, which is still in the first copy: there the current token "
+         "has not occurred before; average only over the queries t = period .. T-1"),
+        (weights[..., queries, queries - period + 1].sum(dim=-1),
+         "your scores are sums over the queries: average them (a mean weight, between 0 and 1)"),
+        (weights[..., queries, queries - period + 1].mean(dim=-1).T,
+         "layers and heads are swapped: weights has shape (n_layer, n_head, T, T)"),
     ]
-
-
-# ---------------------------------------------------------------- ex-09-conv1d
-
-_ROLES = ("query", "key", "value")
-
-
-def _c_attn(d: int, seed: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    return _randn(d, 3 * d, seed=seed), _randn(3 * d, seed=seed + 1)
-
-
-def _pairs(result, d: int) -> List[Tuple[torch.Tensor, torch.Tensor]]:
-    """The answer as three (weight, bias) pairs of tensors, or a Hint saying what it returned."""
-    if isinstance(result, dict):
-        raise Hint("return a list (or tuple) of three (weight, bias) pairs in the order query, "
-                   "key, value, not a dict")
-    if not isinstance(result, (tuple, list)):
-        raise Hint(f"conv1d_to_linear should return three (weight, bias) pairs, got "
-                   f"{type(result).__name__}; did you forget `return`?")
-    if len(result) == 6 and all(isinstance(t, torch.Tensor) for t in result):
-        raise Hint("return three PAIRS, [(W_q, b_q), (W_k, b_k), (W_v, b_v)], not six tensors")
-    if len(result) != 3:
-        raise Hint(f"return one (weight, bias) pair per projection, three in all (query, key, "
-                   f"value), got {len(result)} item(s)")
-    pairs = []
-    for role, pair in zip(_ROLES, result):
-        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
-            raise Hint(f"the {role} item must be a (weight, bias) pair, got {type(pair).__name__}")
-        weight, bias = pair
-        if not isinstance(weight, torch.Tensor) or not isinstance(bias, torch.Tensor):
-            raise Hint(f"the {role} weight and bias must be tensors, got "
-                       f"({type(weight).__name__}, {type(bias).__name__})")
-        pairs.append((weight.detach(), bias.detach()))
-    return pairs
-
-
-def _conv1d_hint(role_index: int, weight: torch.Tensor, bias: torch.Tensor, c_weight: torch.Tensor,
-                 c_bias: torch.Tensor) -> str:
-    """What is wrong with the (weight, bias) returned for ``_ROLES[role_index]``; "" if right."""
-    d = c_weight.shape[0]
-    role = _ROLES[role_index]
-    blocks = [c_weight[:, j * d:(j + 1) * d] for j in range(3)]  # Conv1D (in, out) blocks
-    bias_blocks = [c_bias[j * d:(j + 1) * d] for j in range(3)]
-    if tuple(weight.shape) in ((d, 3 * d), (3 * d, d)):
-        return (f"the {role} weight has shape {tuple(weight.shape)}: the whole fused c_attn weight. "
-                f"Split its 3d = {3 * d} output columns into three blocks of d = {d}")
-    if tuple(weight.shape) != (d, d):
-        return (f"the {role} weight should have shape (d, d) = ({d}, {d}), got {tuple(weight.shape)}: "
-                f"split the 3d output columns (the LAST axis of the (d, 3d) Conv1D weight) into "
-                "three blocks of d, then transpose each")
-    if tuple(bias.shape) == (3 * d,):
-        return (f"the {role} bias has all 3d = {3 * d} entries: split the bias like the weight's "
-                f"columns, d = {d} entries per projection")
-    if tuple(bias.shape) != (d,):
-        return f"the {role} bias should have shape ({d},), got {tuple(bias.shape)}"
-    weight, bias = weight.float(), bias.float()
-    for j, block in enumerate(blocks):
-        if close(weight, block.T):
-            if j != role_index:
-                return (f"the {role} layer got the {_ROLES[j]}'s block: c_attn's output columns "
-                        "hold the queries, then the keys, then the values (d columns each)")
-            break
-        if close(weight, block):
-            if j == role_index:
-                return ("not transposed: Conv1D stores its weight as (in, out) and computes x @ W; "
-                        "nn.Linear stores (out, in) and computes x @ W.T, so transpose each block")
-            return (f"the {role} layer got the {_ROLES[j]}'s block, untransposed: the blocks come "
-                    "in the order query, key, value, and each must be transposed")
-    else:
-        interleaved = c_weight.reshape(d, d, 3)[..., role_index]
-        if close(weight, interleaved.T) or close(weight, interleaved):
-            return ("you took every third column: the three projections are consecutive blocks "
-                    "of d columns (columns 0 .. d-1 are the queries), not interleaved")
-        rows = c_weight.reshape(3 * d, d)[role_index * d:(role_index + 1) * d]
-        if close(weight, rows) or close(weight, c_weight.T.reshape(d, 3 * d)[:, role_index * d:(role_index + 1) * d]):
-            return ("reshape/view is not a transpose: it keeps the numbers in memory order and "
-                    "only changes the shape. Transpose (.T) the (in, out) blocks instead")
-        return (f"the {role} weight is not the transposed {role} block of c_attn: nn.Linear's "
-                f"weight[i, j] must equal the Conv1D weight[j, {role_index} * d + i]")
-    if not close(bias, bias_blocks[role_index]):
-        for j, block in enumerate(bias_blocks):
-            if j != role_index and close(bias, block):
-                return (f"the {role} bias is the {_ROLES[j]}'s third of c_attn's bias: split the "
-                        "bias in the same order as the weight (query, key, value)")
-        if close(bias, c_bias.reshape(d, 3)[:, role_index]):
-            return ("you took every third bias entry: the bias is split into consecutive "
-                    "blocks of d, like the weight's columns")
-        return f"the {role} bias must be entries {role_index * d} .. {(role_index + 1) * d - 1} of c_attn's bias"
+    for candidate, hint in candidates:
+        if candidate.shape == got.shape and close(got, candidate, atol=1e-6):
+            return hint
+    if got.shape != (n_layer, n_head):
+        if got.numel() in (2, 3) and got.ndim == 1:
+            return ("return one score per head, a tensor of shape (n_layer, n_head), not the best head: "
+                    "the exercise's second part compares the heads")
+        return f"expected scores of shape (n_layer, n_head) = {(n_layer, n_head)}, got {tuple(got.shape)}"
     return ""
 
 
-@register("ex-09-conv1d", "From Conv1D to nn.Linear")
-def conv1d_to_linear(split_c_attn):
-    """Check ``conv1d_to_linear(weight (d, 3d), bias (3d,)) -> [(W_q, b_q), (W_k, b_k), (W_v, b_v)]``."""
-    d = 6
-    c_weight, c_bias = _c_attn(d, seed=31)
-    result = None
+#: 3 layers of 4 heads, a block of 5 tokens repeated 3 times; layer 2 head 1 is the induction head
+_INDUCTION_PLANT = {(2, 1): "induction", (1, 2): "duplicate", (0, 3): "previous", (0, 0): "current"}
 
-    def run():
-        nonlocal result
-        if result is None:
-            result = _pairs(split_c_attn(c_weight.clone(), c_bias.clone()), d)
-        return result
 
-    def role(index: int) -> Callable[[], None]:
-        def test():
-            weight, bias = run()[index]
-            hint = _conv1d_hint(index, weight, bias, c_weight, c_bias)
-            if hint:
-                raise Hint(hint)
-            x = _randn(2, 3, d, seed=40 + index)
-            fused = x @ c_weight + c_bias  # what GPT-2's Conv1D computes, (2, 3, 3d)
-            if not close(nn.functional.linear(x, weight.float(), bias.float()),
-                         fused[..., index * d:(index + 1) * d], atol=1e-5):
-                raise Hint(f"nn.Linear with your {_ROLES[index]} weight and bias does not "
-                           "reproduce the matching third of the Conv1D's output")
-        return test
+@register("ex-09-induction-head", "Find the induction heads")
+def induction_head(induction_scores):
+    """Check ``induction_scores(weights (n_layer, n_head, T, T), period) -> (n_layer, n_head)``."""
 
-    def other_width():
-        small_weight, small_bias = _c_attn(4, seed=33)
-        try:
-            pairs = _pairs(split_c_attn(small_weight.clone(), small_bias.clone()), 4)
-        except (RuntimeError, IndexError) as err:
-            raise Hint(f"a (4, 12) weight made your code fail ({str(err).splitlines()[0]}): read d "
-                       "from weight.shape instead of a fixed number (GPT-2 small has d = 768)") from None
-        for index, (weight, bias) in enumerate(pairs):
-            hint = _conv1d_hint(index, weight, bias, small_weight, small_bias)
-            if hint and any(_conv1d_hint(i, *pair, c_weight, c_bias) for i, pair in enumerate(run())):
-                raise Hint("wrong for a (4, 12) weight too: fix the checks above first")
-            if hint:
-                raise Hint("right for d = 6, but for a (4, 12) weight: " + hint
-                           + " (read d from weight.shape)")
+    def case(n_layer, n_head, period, repeats, plant, seed, what):
+        weights = _induction_weights(n_layer, n_head, period, repeats, plant, seed)
+        got = induction_scores(weights.clone(), period)
+        if not isinstance(got, torch.Tensor):
+            raise Hint(f"induction_scores should return a tensor, got {type(got).__name__}; did you "
+                       "forget `return`?")
+        got = got.detach().double()
+        want = induction_reference(weights.double(), period)
+        if got.shape == want.shape and close(got, want, atol=1e-6):
+            return
+        raise Hint(_induction_diagnosis(got, weights.double(), period) or (
+            f"{what}: every head's score is its mean weight on key t - period + 1 over the queries "
+            "t = period .. T-1"))
 
-    def loads_into_linear():
-        with torch.random.fork_rng(devices=[]):  # leave the reader's random state untouched
-            layers = [nn.Linear(d, d) for _ in range(3)]
-        for layer, (weight, bias) in zip(layers, run()):
-            try:
-                layer.load_state_dict({"weight": weight, "bias": bias})
-            except RuntimeError as err:
-                raise Hint(f"nn.Linear({d}, {d}) cannot load your tensors: "
-                           f"{str(err).splitlines()[-1].strip()}") from None
+    def picks_the_planted_head():
+        weights = _induction_weights(3, 4, 5, 3, _INDUCTION_PLANT, seed=1)
+        got = induction_scores(weights.clone(), 5)
+        if isinstance(got, torch.Tensor) and got.shape == (3, 4) and int(got.flatten().argmax()) != 2 * 4 + 1:
+            raise Hint("the head that attends to the token after the previous occurrence (layer 2, head 1) "
+                       "must score highest")
 
-    def inputs_untouched():
-        weight_in, bias_in = c_weight.clone(), c_bias.clone()
-        split_c_attn(weight_in, bias_in)
-        if not (torch.equal(weight_in, c_weight) and torch.equal(bias_in, c_bias)):
-            raise Hint("your function changed the c_attn weight or bias in place (e.g. .t_() or "
-                       "an assignment into it): the state dict it came from must stay intact")
+    def unchanged():
+        weights = _induction_weights(2, 2, 4, 2, {(1, 0): "induction"}, seed=2)
+        mine = weights.clone()
+        induction_scores(mine, 4)
+        if not torch.equal(mine, weights):
+            raise Hint("your function changed the weights passed in: compute the scores without writing "
+                       "into weights")
 
     return [
-        ("query layer = first d output columns, transposed", role(0)),
-        ("key layer = next d output columns, transposed", role(1)),
-        ("value layer = last d output columns, transposed", role(2)),
-        ("works for another width (d = 4)", other_width),
-        Guard("nn.Linear(d, d) loads every pair", loads_into_linear),
-        Guard("leaves the Conv1D weight and bias unchanged", inputs_untouched),
+        ("3 layers x 4 heads, a block of 5 repeated 3 times",
+         lambda: case(3, 4, 5, 3, _INDUCTION_PLANT, 1, "3 layers x 4 heads, period 5")),
+        ("2 layers x 3 heads, a block of 8 repeated twice",
+         lambda: case(2, 3, 8, 2, {(1, 0): "induction", (0, 2): "previous"}, 3, "2 x 3 heads, period 8")),
+        ("a period of 2 (every other token)",
+         lambda: case(1, 2, 2, 4, {(0, 1): "induction", (0, 0): "duplicate"}, 4, "period 2")),
+        Guard("the planted induction head scores highest", picks_the_planted_head),
+        Guard("leaves the weights unchanged", unchanged),
+    ]
+
+
+# ---------------------------------------------------------------- ex-09-parameters
+# The parameters of chapter 9's GPT counted by the learner as a formula, and by PyTorch on real
+# models (sum of numel over model.parameters(), where the tied output layer appears once).
+
+
+def gpt_parameters_reference(vocab_size, context_length, d_model, n_layer):
+    """Embeddings V d + T d; per block 12 d^2 + 13 d; the final layer norm 2 d; lm_head tied."""
+    d = d_model
+    return vocab_size * d + context_length * d + n_layer * (12 * d * d + 13 * d) + 2 * d
+
+
+def measured_gpt_parameters(vocab_size, context_length, d_model, n_layer, n_head):
+    from ..gpt import GPT, GPTConfig
+
+    with torch.random.fork_rng(devices=[]):
+        model = GPT(GPTConfig(vocab_size=vocab_size, context_length=context_length, d_model=d_model,
+                              n_layer=n_layer, n_head=n_head))
+    return sum(p.numel() for p in model.parameters())
+
+
+def _parameters_diagnosis(answer, V, T, d, L, H) -> str:
+    right = gpt_parameters_reference(V, T, d, L)
+    blocks = L * (12 * d * d + 13 * d)
+    wrong = [
+        (right + V * d, "the output layer is tied to the token embedding (lm_head.weight is "
+         "token_embedding.weight): one (V, d) matrix, counted once"),
+        (right - T * d, "the position embeddings are missing: one d-vector per position, T * d"),
+        (V * d + T * d + L * 12 * d * d, "the biases and layer norms are missing: each block has 13 d of them "
+         "(q, k, v, out_proj and the MLP's biases, two layer norms of 2 d), plus 2 d for ln_f"),
+        (right - 2 * d, "the final layer norm ln_f is missing: 2 d (its gain and its bias)"),
+        (right - L * 4 * d - 2 * d, "the layer norms are missing: each has a gain and a bias of d numbers, two "
+         "per block and ln_f"),
+        (V * d + T * d + L * (6 * d * d + 10 * d) + 2 * d, "the MLP is d -> 4d -> d: its two layers hold "
+         "4 d^2 + 4 d and 4 d^2 + d parameters"),
+        (V * d + T * d + L * (4 * d * d + 13 * d) + 2 * d, "the MLP is missing from the blocks: d -> 4d -> d, "
+         "8 d^2 + 5 d parameters per block"),
+        (V * d + T * d + L * (3 * d * d + 7 * d + 8 * d * d + 5 * d) + 2 * d, "attention has four projections: "
+         "W_query, W_key, W_value and out_proj, d^2 + d each"),
+        (V * d + T * d + H * blocks + 2 * d, "the heads do not multiply the parameters: the projections are d x d "
+         "whatever the number of heads (each head reads d / H of their columns)"),
+    ]
+    for value, hint in wrong:
+        if math.isclose(float(answer), float(value), rel_tol=1e-12):
+            return hint
+    return ""
+
+
+_PARAMETER_CASES = [(40, 16, 32, 2, 4), (100, 8, 24, 3, 6), (7, 1, 8, 1, 1), (65, 64, 128, 2, 4)]
+
+
+@register("ex-09-parameters", "GPT-2's parameters, counted")
+def parameters(gpt_parameters):
+    """Check ``gpt_parameters(vocab_size, context_length, d_model, n_layer, n_head)`` against the
+    parameters of chapter 9's GPT."""
+
+    def number(*sizes):
+        answer = gpt_parameters(*sizes)
+        if isinstance(answer, torch.Tensor) and answer.numel() == 1:
+            answer = answer.item()
+        if not isinstance(answer, numbers.Real) or isinstance(answer, bool):
+            raise Hint(f"gpt_parameters should return a number, got {type(answer).__name__}; did you forget "
+                       "`return`?")
+        return answer
+
+    def case(V, T, d, L, H):
+        def test():
+            answer = number(V, T, d, L, H)
+            measured = measured_gpt_parameters(V, T, d, L, H)
+            if answer == measured:
+                return
+            raise Hint(_parameters_diagnosis(answer, V, T, d, L, H) or (
+                f"vocab_size={V}, context_length={T}, d_model={d}, n_layer={L}: the model holds {measured:,} "
+                f"parameters, you count {answer:,}; count the embeddings, every layer of a block (attention, "
+                "MLP, two layer norms) and the final layer norm, as a formula"))
+        return test
+
+    def gpt2_small():
+        answer = number(50_257, 1024, 768, 12, 12)
+        if answer != 124_439_808:
+            raise Hint(_parameters_diagnosis(answer, 50_257, 1024, 768, 12, 12) or (
+                "right for the small GPTs but not for GPT-2 small (124,439,808 parameters): write the count "
+                "as a formula in vocab_size, context_length, d_model and n_layer"))
+
+    def heads_do_not_matter():
+        if len({number(40, 16, 24, 2, H) for H in (1, 2, 3, 4, 6)}) != 1:
+            raise Hint("your count changes with the number of heads; the projections are d x d whatever the "
+                       "number of heads")
+
+    tests = [(f"V={V}, T={T}, d={d}, L={L} (counted by PyTorch)", case(V, T, d, L, H))
+             for V, T, d, L, H in _PARAMETER_CASES]
+    return tests + [("GPT-2 small: 124,439,808", gpt2_small),
+                    Guard("the count does not depend on the number of heads", heads_do_not_matter)]
+
+
+# ---------------------------------------------------------------- ex-09-find-the-bug-scale
+# Find the bug: a GPT-2-style attention that divides the scores by sqrt(C), the model's width,
+# instead of sqrt(C // n_head), the width of one head. With one head the two agree; with many
+# heads the weights come out flatter than the model was trained with (or initialised for).
+
+
+def gpt_attention_reference(x, c_attn, n_head, scale="head", mask="causal", order=("q", "k", "v")):
+    """Causal multi-head attention of GPT-2's layout (x @ c_attn, no output projection); the
+    keywords make one classic mistake (for the hints)."""
+    B, T, C = x.shape
+    hd = C // n_head
+    parts = dict(zip(order, (x @ c_attn).split(C, dim=-1)))
+    q, k, v = (parts[name].view(B, T, n_head, hd).transpose(1, 2) for name in ("q", "k", "v"))
+    divisor = {"head": hd ** 0.5, "model": C ** 0.5, "none": 1.0, "head-no-sqrt": float(hd),
+               "heads": n_head ** 0.5}[scale]
+    scores = q @ k.transpose(-2, -1) / divisor
+    if mask == "causal":
+        scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return (weights @ v).transpose(1, 2).reshape(B, T, C)
+
+
+_SCALE_MISTAKES = (
+    (dict(scale="model"), "the scores are divided by sqrt(C), the width of the whole model: each head's "
+     "dot products have only C // n_head terms, so divide by sqrt(C // n_head) (sqrt(q.shape[-1]))"),
+    (dict(scale="none"), "the scores are not scaled at all: divide by sqrt(head_dim), head_dim = C // n_head"),
+    (dict(scale="head-no-sqrt"), "you divided by head_dim; the scale is 1 / sqrt(head_dim)"),
+    (dict(scale="heads"), "you divided by sqrt(n_head); the scale is 1 / sqrt(head_dim), head_dim = C // n_head"),
+    (dict(mask="none"), "the causal mask is gone: keep hiding key j > query i"),
+    (dict(order=("k", "q", "v")), "c_attn holds the queries, then the keys, then the values: take the "
+     "three C-column blocks of x @ c_attn in that order"),
+)
+
+
+@register("ex-09-find-the-bug-scale", "Find the bug: a scale that grows with the model")
+def attention_scale(gpt_attention):
+    """Check the fixed ``gpt_attention(x, c_attn, n_head)`` -> ``(B, T, C)``."""
+
+    def case(B, T, C, n_head, seed):
+        generator = torch.Generator().manual_seed(seed)
+        x = torch.randn(B, T, C, generator=generator)
+        c_attn = torch.randn(C, 3 * C, generator=generator) / C ** 0.5 * 2.0  # sharp enough to tell
+        got = gpt_attention(x.clone(), c_attn.clone(), n_head)
+        if not isinstance(got, torch.Tensor):
+            raise Hint(f"gpt_attention should return a tensor, got {type(got).__name__}")
+        want = gpt_attention_reference(x, c_attn, n_head)
+        if got.shape != want.shape:
+            raise Hint(f"expected an output of shape {tuple(want.shape)} (B, T, C), got {tuple(got.shape)}")
+        if close(got, want, atol=1e-5):
+            return
+        for keywords, hint in _SCALE_MISTAKES:
+            if close(got, gpt_attention_reference(x, c_attn, n_head, **keywords), atol=1e-5):
+                raise Hint(hint)
+        raise Hint(f"with n_head={n_head} the output differs from causal multi-head attention scaled by "
+                   "1 / sqrt(C // n_head)")
+
+    def unchanged():
+        generator = torch.Generator().manual_seed(20)
+        x, c_attn = torch.randn(1, 3, 8, generator=generator), torch.randn(8, 24, generator=generator)
+        mine_x, mine_c = x.clone(), c_attn.clone()
+        gpt_attention(mine_x, mine_c, 2)
+        if not (torch.equal(mine_x, x) and torch.equal(mine_c, c_attn)):
+            raise Hint("your function changed its inputs in place; compute new tensors instead")
+
+    return [
+        ("12 heads of 4 (C = 48)", lambda: case(2, 6, 48, 12, 0)),
+        ("4 heads of 16 (C = 64)", lambda: case(1, 9, 64, 4, 1)),
+        ("one head: the scale was right there", lambda: case(2, 5, 16, 1, 2)),
+        Guard("leaves the inputs unchanged", unchanged),
     ]

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 __all__ = ["Rule", "RULES", "rule", "chapter_code", "SOFTMAX_NAMES", "LOOKUP_NAMES", "READY_MADE",
-           "LOOKUP_MESSAGE", "CHAPTER_CODE_FILE"]
+           "LOOKUP_MESSAGE", "CHAPTER_CODE_FILE", "FUSED_NAMES", "FUSED_MESSAGE"]
 
 CHAPTER_CODE_FILE = Path(__file__).with_name("chapter_code.json")
 
@@ -52,6 +52,20 @@ LOOKUP_MESSAGE = (
     "product: one-hot rows of the ids times the weight"
 )
 
+#: every ready-made attention (ex-07-from-memory writes the computation itself); dotted names
+#: only, so a helper of the reader's own called ``scaled_dot_product_attention`` is not one
+FUSED_NAMES = (
+    "torch.nn.functional.scaled_dot_product_attention", "F.scaled_dot_product_attention",
+    "torch.nn.MultiheadAttention", "nn.MultiheadAttention",
+    "torch.nn.functional.multi_head_attention_forward", "F.multi_head_attention_forward",
+    "torch.nn.attention.flex_attention.flex_attention",
+)
+FUSED_MESSAGE = (
+    "a fused kernel used ({names}): this capstone asks for the computation itself, the scores, "
+    "the mask, the softmax and the weighted sum written with torch operations (chapter 10 "
+    "replaces them by F.scaled_dot_product_attention)"
+)
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -65,6 +79,7 @@ RULES: Dict[str, Rule] = {
     "ex-01-one-hot": Rule(forbidden=LOOKUP_NAMES, message=LOOKUP_MESSAGE,
                           no_index=("embed_by_matrix_product", 1)),
     "ex-03-stable-softmax": Rule(forbidden=SOFTMAX_NAMES, message=READY_MADE),
+    "ex-07-from-memory": Rule(forbidden=FUSED_NAMES, message=FUSED_MESSAGE),
     "ex-07-decoder-block": Rule(allowed=("attention_book.multihead.MultiHeadAttention", "MultiHeadAttention")),
 }
 

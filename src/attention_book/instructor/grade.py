@@ -15,6 +15,13 @@ Points are decided here, in the grader's process, never in a student's kernel:
 
 A record ``records/<file name>.json`` per submission (written atomically) lets an interrupted run
 continue: a rerun skips files whose record names the same file, hash, chapter and grader version.
+Points are applied when the files are written, never stored in a record: a change of
+``points.toml`` recomputes the totals without running any notebook. A record whose run was cut by
+a time limit is graded again when that limit grows (``--timeout``, ``--tests-timeout``,
+``--check-timeout``). When the grader itself fails on a notebook (its sandbox does not start, its
+worker crashes: not the student's doing) the notebook gets no points at all: it is left out of
+``grades.csv`` and the gradebooks, listed in ``summary.md`` and :attr:`GradeReport.grader_errors`
+(``attention-book grade`` exits with status 4), and graded again by the next run.
 
 One output folder holds one assignment (``_build/grades/ch03/`` by default, see :func:`default_out`):
 a marker file names its chapter, and grading another chapter into it is refused, so grading
@@ -48,16 +55,16 @@ from .planning import Plan, PlanRefused, plan_submission
 from .reference_cache import cache_key, load_reference_cache, save_reference_cache
 from .references import ReferenceCache, compute_references, run_tests
 from .report import CSV_COLUMNS, atomic_write, plain_title, read_grades, write_if_changed, write_outputs
-from .runner import HIDDEN_OUTPUTS_NOTE, RunOptions, run_notebook
+from .runner import COULD_NOT_RUN, HIDDEN_OUTPUTS_NOTE, RunOptions, run_notebook
 from .sandbox import IsolationError, Limits, check_isolation, memory_isolation_warning
 from .scoring import score_exercise
-from .submissions import (Submission, display_name, file_name_part, list_submissions, pick_chapter, read_notebook,
-                          recognise_chapter, record_name, redact_paths)
+from .submissions import (Submission, display_name, file_name_part, list_submissions, matches_student, pick_chapter,
+                          read_notebook, recognise_chapter, record_name, redact_paths)
 
 __all__ = ["GradeOptions", "GradeReport", "grade_folder", "score_exercise", "read_grades", "CSV_COLUMNS",
            "hidden_tests_of", "run_tests", "ReferenceCache", "default_out", "MARKER"]
 
-RECORD_VERSION = 4  # 4: the self-check's output, the written answers, the isolated worker's fields
+RECORD_VERSION = 5  # 5: the limits a record ran under, grader errors apart, names of any length
 #: the file that names the chapter an output folder holds (grading another chapter there is refused)
 MARKER = ".attention-book-grades.json"
 
@@ -125,6 +132,8 @@ class GradeReport:
     feedback_dir: Optional[Path] = None
     written_dir: Optional[Path] = None
     manual_path: Optional[Path] = None  # the manual points file read (or the template written)
+    #: (file name, why) of notebooks the grader itself failed on: not graded, no points written
+    grader_errors: List[Tuple[str, str]] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -145,6 +154,11 @@ def hidden_tests_of(course: Course, chapter: Chapter) -> Dict[str, List[HiddenTe
 # ------------------------------------------------------------------------------------------------
 
 
+def _limits(options: RunOptions) -> Dict[str, float]:
+    """The time limits a record ran under (a timed-out record is graded again when one grows)."""
+    return {"timeout": options.timeout, "tests_timeout": options.tests_timeout, "call_timeout": options.call_timeout}
+
+
 def _record_head(sub: Submission, chapter: Chapter) -> Dict[str, Any]:
     """The fields that name a record's submission (a rerun reuses a record whose fields still match)."""
     return {"version": RECORD_VERSION, "file": sub.name, "sha256": sub.digest, "chapter": chapter.path}
@@ -155,7 +169,7 @@ def grade_submission(sub: Submission, course: Course, chapter: Chapter, release_
                      executed: Optional[Path]) -> dict:
     record: Dict[str, Any] = {**_record_head(sub, chapter), "error": "", "flags": [], "answer_flags": {},
                               "zero": {}, "results": {}, "reasons": {}, "notes": {}, "stop": None,
-                              "self_check": {}, "written": {}}
+                              "self_check": {}, "written": {}, "limits": _limits(options), "timed_out": False}
     read_notebook(sub)
     if sub.error:
         record["error"] = sub.error
@@ -190,6 +204,9 @@ def grade_submission(sub: Submission, course: Course, chapter: Chapter, release_
 
     result = run_notebook(plan.cells, plan.points, on_point, options, course.root)
     record["stop"] = result.stop
+    record["timed_out"] = result.timed_out
+    if (result.stop or "").startswith(COULD_NOT_RUN):  # the sandbox or the grader failed, not the notebook
+        record["grader_error"] = result.stop
     record["cell_errors"] = result.cell_errors
     record["seconds"] = result.seconds
     record["calls"] = result.calls
@@ -260,12 +277,13 @@ def _worker_record(record: dict, sub: Submission, chapter: Chapter, options: Run
                      "0 points", "ran past the grader's hard time limit (stopped from outside)"),
         "memory": ("the grader's memory limit for reading this notebook was reached: 0 points",
                    "its replies took the grader past its memory limit"),
-    }.get(problem, (f"the autograder failed on this notebook ({problem}: {record.get('detail', '')}): 0 points",
+    }.get(problem, (f"the autograder failed on this notebook ({problem}: {record.get('detail', '')})",
                     f"the grader's worker {problem}"))
     out = {**_record_head(sub, chapter), "error": why[0], "flags": [why[1]], "answer_flags": {}, "zero": {},
-           "results": {}, "reasons": {}, "notes": {}, "stop": None, "seconds": record.get("seconds", 0)}
-    if problem == "crash":
-        out["retry"] = True
+           "results": {}, "reasons": {}, "notes": {}, "stop": None, "seconds": record.get("seconds", 0),
+           "limits": _limits(options), "timed_out": problem == "deadline"}
+    if problem not in ("deadline", "memory"):  # a crash or death of the grader's worker: not the notebook's doing
+        out["grader_error"] = why[0]
     return out
 
 
@@ -340,13 +358,19 @@ def _check_out_folder(out: Path, chapter: Chapter) -> None:
 
 
 def _pick_student(subs: List[Submission], wanted: str) -> Submission:
+    """The submission ``--student wanted`` names: its exact file name (any name the folder holds),
+    with or without ``.ipynb``, or the name as grades.csv shows it; an exact file name wins."""
     for sub in subs:
-        if wanted in (sub.name, sub.student):
+        if wanted == sub.name:
             return sub
-    close = [s.student for s in subs if wanted.lower() in s.student.lower()][:5]
-    raise ValueError(f"--student {wanted!r}: no such submission in the folder"
-                     + (f" (did you mean {', '.join(close)}?)" if close else
-                        ": give the file name without .ipynb, e.g. --student alice for alice.ipynb"))
+    for sub in subs:
+        if matches_student(sub, wanted):
+            return sub
+    close = [display_name(s.name) for s in subs if wanted.strip().lower() in s.name.lower()][:5]
+    raise ValueError(f"--student {display_name(wanted)!r}: no such submission in the folder"
+                     + (f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else
+                        ": give the file name, with or without .ipynb (quote it in the shell), e.g. "
+                        "--student alice for alice.ipynb"))
 
 
 def _mkdir(path: Path) -> Path:
@@ -430,9 +454,15 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
             record = json.loads(path.read_text(encoding="utf-8"))
         except ValueError:
             return None
-        if (not isinstance(record, dict) or record.get("retry") or record.get("grader") != grader_key
+        if (not isinstance(record, dict) or record.get("retry") or record.get("grader_error")
+                or record.get("grader") != grader_key
                 or any(record.get(key) != value for key, value in _record_head(sub, chapter).items())):
             return None
+        if record.get("timed_out"):  # cut by a limit: graded again when a limit grows
+            ran = record.get("limits") if isinstance(record.get("limits"), dict) else {}
+            if any(not isinstance(ran.get(key), (int, float)) or value > ran[key]
+                   for key, value in _limits(run_options).items()):
+                return None
         return record
 
     ensure_isolation()  # refused at once, even when every record is reused (the instructor learns it now)
@@ -468,15 +498,20 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
         return slots.number
 
     def write_all() -> None:
-        rows, students = [], []
+        rows, students, failed = [], [], []
         for sub in subs:
-            if sub.name in records:
+            if sub.name in records and records[sub.name].get("grader_error"):
+                failed.append((sub.name, "the autograder failed on this notebook, so it has no points yet "
+                                         f"(not the student's doing; the next run grades it again): "
+                                         f"{records[sub.name]['grader_error']}"[:600]))
+            elif sub.name in records:
                 r, s = rows_for(records[sub.name], course, exercises, tests)
                 rows += r
                 students.append(s)
+        report.grader_errors = failed
         report.csv_path, report.summary_path = write_outputs(
-            out, f"{title} ({folder.name})", rows, students, skipped_files, course.points_file.name,
-            not_graded=report.not_graded)
+            out, f"{title} ({folder.name})", rows, students, list(skipped_files) + failed,
+            course.points_file.name, not_graded=report.not_graded)
 
     def grade_one(sub: Submission) -> None:
         ensure_isolation()
@@ -493,11 +528,11 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
             else:
                 record = grade_submission(sub, course, chapter, release_nb, labels, tests, cache, run_options,
                                           executed)
-        except Exception as err:  # a grader bug or an odd notebook: 0 with the reason, graded again later
+        except Exception as err:  # a grader bug: no points, reported, graded again by the next run
             record = {**_record_head(sub, chapter), "error": f"the autograder failed: {type(err).__name__}: {err}",
-                      "retry": True}
-        if (record.get("stop") or "").startswith("the autograder could not run"):
-            record["retry"] = True
+                      "grader_error": f"the autograder failed: {type(err).__name__}: {err}"[:500]}
+        if (record.get("stop") or "").startswith(COULD_NOT_RUN):
+            record["grader_error"] = record["stop"]
         record["wall_seconds"] = round(time.monotonic() - began, 2)
         record["student"] = sub.student
         record["grader"] = grader_key
@@ -506,7 +541,10 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
             report.graded.append(sub.name)
             records[sub.name] = record
             write_all()
-        if not options.quiet:
+        if not options.quiet and record.get("grader_error"):
+            print(f"  {display_name(sub.name)}: NOT GRADED, the autograder failed: {record['grader_error']}",
+                  file=sys.stderr, flush=True)
+        elif not options.quiet:
             _, summary = rows_for(record, course, exercises, tests)
             print(f"  {display_name(sub.name)}: {summary['points']:g}/{summary['max']:g} points "
                   f"({record.get('seconds', 0):.1f} s)", file=sys.stderr, flush=True)
@@ -556,7 +594,7 @@ def _write_class_files(report: GradeReport, course: Course, chapter: Chapter, su
                        manual: ManualPoints, manual_path: Path, release_nb, title: str) -> None:
     """gradebook.csv (+ Canvas), feedback/<student>.md, written/<label>.md and the manual template."""
     out = report.out
-    graded = [sub for sub in subs if sub.name in records]
+    graded = [sub for sub in subs if sub.name in records and not records[sub.name].get("grader_error")]
     columns = [Column(ex.label, ex.number, course.points_for(ex.label)) for ex in chapter.exercises
                if course.points_for(ex.label) > 0 and (ex.kind == "written" or ex in exercises)]
     entries = []
@@ -569,7 +607,8 @@ def _write_class_files(report: GradeReport, course: Course, chapter: Chapter, su
         notes += [f for f in record.get("flags") or []]
         if record.get("stop") and not record.get("error"):
             notes.append(f"the run stopped early: {record['stop']}")
-        write_if_changed(feedback_dir / (file_name_part(sub.student) + ".md"),
+        stem = sub.name[:-6] if sub.name.endswith(".ipynb") else sub.name
+        write_if_changed(feedback_dir / file_name_part(stem, ".md"),
                          feedback_markdown(sub.student, title, reports, notes))
     report.feedback_dir = feedback_dir
     report.gradebook_path = out / "gradebook.csv"

@@ -98,9 +98,12 @@ def read_manual_points(path: Path, students: Sequence[str], exercises: Sequence,
         if not any(cell.strip() for cell in row):
             continue  # a blank line
         cells = row + [""] * (len(header) - len(row))
-        student, exercise, given = (cells[col[name]].strip() for name in ("student", "exercise", "points"))
-        if student[:1] == "'" and student[1:2] in ("=", "+", "-", "@", "\t", "\r"):
+        exercise, given = (cells[col[name]].strip() for name in ("exercise", "points"))
+        student = cells[col["student"]]  # exact: `alice ` (alice .ipynb) is not `alice`
+        if (student not in known_students and student[:1] == "'"
+                and student[1:2] in ("=", "+", "-", "@", "\t", "\r")):
             student = student[1:]  # the template's escape of a name a spreadsheet would run as a formula
+            # (a file really named '=alice.ipynb is matched as it is, above)
         where = f"{path.name}, line {line}"
         if student not in known_students:
             close = ", ".join(sorted(s for s in known_students if s.lower() == student.lower())[:3])

@@ -12,7 +12,10 @@ to ``/autograder/results/results.json``: ``score``, and ``tests`` with ``name``,
   (``prepare``), so each submission runs one notebook, not two;
 * ``run_autograder``: runs :func:`run` with ``$AUTOGRADER_PYTHON`` when set (testing it anywhere),
   else the Python ``setup.sh`` installed; ``$AUTOGRADER_ROOT`` (default ``/autograder``) replaces
-  ``/autograder``. It always leaves a ``results.json``, even if the grader crashed;
+  ``/autograder``. When the grader itself fails on the notebook (a crash, its worker dying: not the
+  student's doing) it writes no ``results.json`` and exits non-zero, so Gradescope shows an
+  autograder failure and no score (never a 0 that looks like a grade); the autograder output says
+  why and a rerun grades it;
 * ``course/``: a one-chapter book: the chapter notebook (the reference solution), its hidden
   tests, the points, the course package's source; ``gradescope.json``: the settings.
 
@@ -85,9 +88,10 @@ fi
 "$PYTHON" -m attention_book.instructor.gradescope run --source "$ROOT/source" \
   --submission "$ROOT/submission" --results "$ROOT/results/results.json"
 status=$?
-if [ ! -s "$ROOT/results/results.json" ]; then  # Gradescope needs a results file, whatever happened
-  printf '{"score": 0, "output": "The autograder failed before it could grade your notebook (exit status %s). Your instructor can see why in the autograder output.", "tests": []}\n' "$status" \
-    > "$ROOT/results/results.json"
+if [ ! -s "$ROOT/results/results.json" ]; then
+  # the grader failed (not the student): no score at all, Gradescope shows an autograder failure
+  echo "the autograder failed on this submission (exit status $status): no score written; rerun it" >&2
+  exit $(( status == 0 ? 1 : status ))
 fi
 exit 0
 """
@@ -251,9 +255,11 @@ def _pick_notebook(submission: Path, course, chapter) -> tuple:
         return found[0], ""
     import nbformat
 
+    from .submissions import notebook_text
+
     for path in found:
         try:
-            nb = nbformat.read(str(path), as_version=4)
+            nb = nbformat.reads(notebook_text(path.read_bytes()), as_version=4)
         except Exception:  # noqa: BLE001 - not a notebook: try the next one
             continue
         hit = recognise_chapter(nb, course)
@@ -310,6 +316,10 @@ def _zero(course, chapter, tests, title: str, why: str) -> dict:
     return results_for(record, course, chapter, tests, title)
 
 
+class GraderFailed(RuntimeError):
+    """The grader failed on the notebook (not the student's doing): no results, no score."""
+
+
 def run(source: Path, submission: Path, results: Path) -> dict:
     """Grade the notebook in ``submission`` and write ``results`` (Gradescope's results.json)."""
     from .grade import grade_folder, hidden_tests_of
@@ -347,6 +357,8 @@ def run(source: Path, submission: Path, results: Path) -> dict:
             shutil.copytree(cached, out / ".cache")
         report = grade_folder(course, folder, out, _options(config, unsafe=bool(problem)))
         record = json.loads((out / "records" / record_name(name)).read_text(encoding="utf-8"))
+    if record.get("grader_error"):
+        raise GraderFailed(record["grader_error"])
     record["student"] = name[:-6]
     outcome = results_for(record, course, chapter, tests, title, note)
     outcome["execution_time"] = round(time.monotonic() - started)
@@ -375,14 +387,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     try:
         run(args.source, args.submission, args.results)
-    except Exception as err:  # noqa: BLE001 - Gradescope needs a results.json whatever happened
+    except Exception as err:  # noqa: BLE001 - the grader's failure: no score (never a 0), a non-zero exit
         import traceback
 
         traceback.print_exc()
-        _write_results(args.results, {"score": 0, "output": "The autograder failed while grading your notebook "
-                                      f"({type(err).__name__}). Your instructor can see why in the autograder "
-                                      "output.", "tests": []})
-        return 1
+        print(f"the autograder failed on this submission ({type(err).__name__}: {err}); no score was written: "
+              "rerun the submission once the cause is fixed", flush=True)
+        return 2
     return 0
 
 

@@ -25,6 +25,11 @@ most ``PAIR_LINES`` lines each; a character-level diff of two large cells can ta
 notebook over a cap is not graded (0 points, flagged).
 
 The hidden tests of an exercise run right after its self-check cell (or its last answer cell).
+
+The kernel runs each cell as written (IPython: magics and ``!`` commands included); what is read
+for flags and rules is its Python (:func:`python_text`): a first line ``%%time``, ``%%capture``,
+``%%timeit`` ... (magics whose body is Python) is left out, other line magics and ``!`` commands
+become ``pass``, and a cell whose magic runs another language (``%%bash``) holds no Python.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from typing import Dict, List, Optional, Set
 from .markup import NOT_IMPLEMENTED, Chapter, cell_text
 
 __all__ = ["Plan", "plan_submission", "plan_reference", "scan_code", "cell_hash", "PlanRefused", "rule_violations",
-           "MAX_CODE_CELLS", "MAX_CELL_CHARS", "MAX_CODE_CHARS"]
+           "MAX_CODE_CELLS", "MAX_CELL_CHARS", "MAX_CODE_CHARS", "python_text", "PYTHON_CELL_MAGICS"]
 
 MAX_CODE_CELLS = 600
 MAX_CELL_CHARS = 200_000
@@ -50,6 +55,29 @@ PAIR_LINES = 500  # lines of each cell compared when pairing
 
 class PlanRefused(ValueError):
     """A submission over one of the planning step's size caps."""
+
+
+#: cell magics whose body IPython runs as Python in the notebook's namespace
+PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun", "debug", "memit", "snakeviz", "tracemalloc"}
+
+
+def python_text(text: str) -> str:
+    """The Python of a cell as IPython runs it (see the module's docstring); line numbers kept."""
+    lines = text.replace("\r\n", "\n").split("\n")
+    start = 0
+    while start < len(lines) and not lines[start].strip():
+        start += 1
+    while start < len(lines) and lines[start].lstrip().startswith("%%"):
+        magic = lines[start].lstrip()[2:].split(maxsplit=1)
+        if not magic or magic[0] not in PYTHON_CELL_MAGICS:
+            return ""  # %%bash, %%writefile, %%html ...: not Python
+        lines[start] = ""
+        start += 1
+    for index in range(start, len(lines)):
+        stripped = lines[index].lstrip()
+        if stripped.startswith(("%", "!")) and not stripped.startswith("%%"):
+            lines[index] = lines[index][: len(lines[index]) - len(stripped)] + "pass"
+    return "\n".join(lines)
 
 
 def _norm(line: str) -> str:
@@ -252,11 +280,12 @@ def plan_submission(nb, release_nb, chapter: Chapter, labels: List[str]) -> Plan
 
     def add_student(j: int, label: Optional[str]) -> None:
         text = sub_texts[j]
-        student_texts.append(text)
-        flags = scan_code(text, modules)
+        code = python_text(text)  # what is read; the cell runs as written
+        student_texts.append(code)
+        flags = scan_code(code, modules)
         if label:
             plan.cells.append(_code_cell(text, "answer", label))
-            plan.sources[label] = (plan.sources.get(label, "") + "\n" + text).strip("\n")
+            plan.sources[label] = (plan.sources.get(label, "") + "\n" + code).strip("\n")
             answers_seen[label] = len(plan.cells) - 1
             if flags:
                 plan.answer_flags.setdefault(label, []).extend(f for f in flags if f not in plan.answer_flags[label])

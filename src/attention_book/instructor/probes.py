@@ -233,6 +233,68 @@ def decoder_block(ns, seed, x, encoder_output, padding, d_model, d_context, num_
     return (out, out_future, out_padded, out_visible)
 
 
+@probe("ch07.from-memory")
+def from_memory(ns, config, params, x, mode, seed, calls=1, device=None):
+    """CausalMultiHeadAttention(**config) in float64 holding ``params``, called ``calls`` times on x
+    in ``mode`` ("eval" or "train"), or moved to ``device`` ("meta") first.
+
+    Returns ``("ok", [outputs], x as the calls left it)``, ``("missing", what)`` when the module
+    lacks chapter 5's layers, or ``("device", error)`` when it fails on the other device."""
+    import torch
+
+    from attention_book.checks.core import Hint
+    from attention_book.checks.ch07 import load_from_memory_parameters
+
+    answer = _answer(ns, "CausalMultiHeadAttention")
+    torch.manual_seed(seed)
+    module = answer(config["d_in"], config["d_out"], config["context_length"], config["dropout"],
+                    config["num_heads"], qkv_bias=config["qkv_bias"])
+    if not isinstance(module, torch.nn.Module):
+        return ("missing", f"CausalMultiHeadAttention(...) made a {type(module).__name__}, not an nn.Module")
+    module.double()
+    try:
+        load_from_memory_parameters(module, params, config["qkv_bias"])
+    except Hint as hint:
+        return ("missing", str(hint))
+    module.train(mode == "train")
+    x = x.clone()
+    if device is not None:
+        try:
+            module.to(device)
+            with torch.no_grad():
+                out = module(torch.empty(x.shape, dtype=x.dtype, device=device))
+        except (RuntimeError, NotImplementedError) as err:
+            return ("device", str(err)[:300])
+        return ("ok", [str(out.device) if isinstance(out, torch.Tensor) else type(out).__name__], x)
+    outputs = []
+    with torch.no_grad():
+        for _ in range(calls):
+            out = module(x)
+            outputs.append(out if isinstance(out, torch.Tensor) else type(out).__name__)
+    return ("ok", outputs, x)
+
+
+@probe("ch07.mask-buffer")
+def mask_buffer(ns, context_length, scores, device=None):
+    """CausalWeights(context_length) on ``scores`` (or, with ``device``, moved there and run on an
+    empty tensor of that shape): ``("ok", result or its device, parameter count)`` or
+    ``("error", message)``."""
+    import torch
+
+    module = _answer(ns, "CausalWeights")(context_length)
+    learnable = sum(p.numel() for p in module.parameters()) if isinstance(module, torch.nn.Module) else -1
+    try:
+        with torch.no_grad():
+            if device is not None:
+                out = module.to(device)(torch.empty(scores.shape, dtype=scores.dtype, device=device))
+                return ("ok", str(out.device) if isinstance(out, torch.Tensor) else type(out).__name__, learnable)
+            return ("ok", module(scores), learnable)
+    except (RuntimeError, NotImplementedError) as err:
+        if isinstance(err, NotImplementedError) and "meta" not in str(err):
+            raise
+        return ("error", str(err)[:300])
+
+
 # ---------------------------------------------------------------- chapter 8
 
 
@@ -311,14 +373,14 @@ def additive(ns, seed, T_q, d_q, T_k, d_k, d_h):
 
 
 @probe("ch09.block")
-def prenorm_block(ns, x, C, heads, seed):
-    """prenorm_block(x, ln_1, attn, ln_2, mlp) with seeded parts moved off their initial values;
-    the output and x as the call left it."""
+def transformer_block(ns, x, C, heads, seed, pre_norm=True):
+    """transformer_block(x, ln_1, attn, ln_2, mlp, pre_norm=...) with seeded parts moved off their
+    initial values; the output and x as the call left it."""
     import torch
 
     from attention_book.multihead import MultiHeadAttention
 
-    answer = _answer(ns, "prenorm_block")
+    answer = _answer(ns, "transformer_block")
     torch.manual_seed(seed)
     parts = [torch.nn.LayerNorm(C), MultiHeadAttention(C, C, 16, 0.0, heads, qkv_bias=True),
              torch.nn.LayerNorm(C),
@@ -331,21 +393,25 @@ def prenorm_block(ns, x, C, heads, seed):
     parts = [part.to(x.dtype).eval() for part in parts]
     x = x.clone()
     with torch.no_grad():
-        out = answer(x, *parts)
+        out = answer(x, *parts, pre_norm=pre_norm)
     return (out, x)
 
 
-@probe("ch09.conv1d-linear")
-def conv1d_linear(ns, weight, bias, x):
-    """nn.Linear layers loaded from conv1d_to_linear's pairs, applied to x and concatenated."""
-    import torch
+# ---------------------------------------------------------------- chapter 10: generation with a KV cache
 
-    answer = _answer(ns, "conv1d_to_linear")
-    d = weight.shape[0]
-    layers = []
-    for w, b in answer(weight.clone(), bias.clone()):
-        layer = torch.nn.Linear(d, d)
-        layer.load_state_dict({"weight": w, "bias": b})
-        layers.append(layer)
-    with torch.no_grad():
-        return torch.cat([layer(x) for layer in layers], dim=-1)
+
+@probe("ch10.generate-cached")
+def generate_cached(ns, sizes, seed, prompt, max_new_tokens):
+    """generate_cached on a small seeded GPT (attention_book.checks.ch10.cache_test_model):
+    the ids it returns and the token rows its key projections read."""
+    from attention_book.checks.ch10 import cache_test_model, count_key_rows
+
+    answer = _answer(ns, "generate_cached")
+    model = cache_test_model(seed=seed, **sizes)
+    counted, handles = count_key_rows(model)
+    try:
+        out = answer(model, prompt.clone(), max_new_tokens)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return (out, counted[0])

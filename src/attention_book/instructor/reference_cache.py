@@ -8,8 +8,12 @@ versions of Python and torch, so they are saved in the assignment's output folde
 
 * every ``.py`` file of the installed ``attention_book`` package (the grader version: any change
   of the grader, the checks or the chapter code the notebook imports);
-* the chapter notebook, its hidden-test file, the points file;
+* the chapter notebook, its hidden-test file;
 * ``sys.version``, ``torch.__version__``, the labels that are graded.
+
+The points per exercise are not part of the key: they change no value and no test result (a
+label whose points go from 0 to more changes the labels, and so the key). The same key decides
+whether a student's record can be reused, so a change of ``points.toml`` only recomputes totals.
 
 An edit to any of them changes the key, and the reference run happens again. The file holds data
 only, in the grader's bounded wire format (:mod:`.wire`: tensors, numbers, strings, tuples, lists,
@@ -28,7 +32,7 @@ from typing import Iterable, Optional
 __all__ = ["cache_key", "load_reference_cache", "save_reference_cache", "CACHE_DIR"]
 
 CACHE_DIR = ".cache"
-FORMAT = "attention-book reference cache 2"
+FORMAT = "attention-book reference cache 3"
 
 
 def _package_files() -> Iterable[Path]:
@@ -48,7 +52,7 @@ def cache_key(course, chapter, hidden_file: Optional[Path], labels: Iterable[str
     package = Path(attention_book.__file__).resolve().parent
     for path in _package_files():
         digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    for path in (course.root / chapter.path, hidden_file, course.points_file):
+    for path in (course.root / chapter.path, hidden_file):
         digest.update(str(path.name if path else "-").encode() + b"\0")
         if path is not None and Path(path).is_file():
             digest.update(Path(path).read_bytes())

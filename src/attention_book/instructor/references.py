@@ -104,6 +104,8 @@ def run_tests(tests: List[HiddenTest], student: Session, reference: Session) -> 
         except LookupError as err:
             entry["hint"] = f"grader problem: {err}"
             entry["grader_error"] = True
+        except MemoryError:  # the grader's process, not the answer: its caller decides (never "wrong values")
+            raise
         except Exception as err:  # the student's values made the comparison fail
             entry["hint"] = f"unexpected values ({type(err).__name__}: {str(err)[:200]})"
         results.append(entry)

@@ -39,10 +39,10 @@ from typing import Any, Callable, Dict, List, Optional
 from . import wire
 from .hidden import AnswerError, Session, answer_error
 from .sandbox import (INSIDE_KERNEL, IsolationError, Limits, Sandbox, SandboxProcess,
-                      kernel_env, open_inside)
+                      kernel_env, open_inside, sandbox_python)
 
 __all__ = ["RunOptions", "RunResult", "KernelSession", "run_notebook", "TIMEOUT_ENAME", "ReplyRefused",
-           "TRIGGER", "HIDDEN_OUTPUTS_NOTE"]
+           "TRIGGER", "HIDDEN_OUTPUTS_NOTE", "COULD_NOT_RUN"]
 
 TIMEOUT_ENAME = "AutograderTimeLimit"
 MAX_REPLY_BYTES = 64 * 1024 * 1024
@@ -52,6 +52,10 @@ PORTS = {"shell": 1, "iopub": 2, "stdin": 3, "control": 4, "hb": 5}
 TRIGGER = "__import__('attention_book.instructor.kernel_side', fromlist=['serve']).serve()"
 START_SECONDS = 90.0  # starting the kernel (not counted in the notebook's time)
 INTERRUPT_GRACE = 5.0
+COULD_NOT_RUN = "the autograder could not run the notebook"  # a stop that is the grader's failure
+#: whether this process has started a kernel yet (a worker grades one notebook): before that, nothing
+#: the notebook's code sent has been read, so a failure is the grader's own
+KERNEL_STARTED = [False]
 HIDDEN_OUTPUTS_NOTE = ("[autograder: this cell ran after the hidden tests had started; its outputs are not kept "
                        "in the executed copy, since they could show the tests' inputs]\n")
 
@@ -82,6 +86,7 @@ class RunResult:
     calls: int = 0
     memory_peak_mb: Optional[float] = None  # the sandbox's peak memory (cgroup), when known
     escaped: List[int] = field(default_factory=list)  # processes alive after the sandbox was killed
+    timed_out: bool = False  # a deadline (cells, hidden-test calls) cut the run: more time may change it
 
 
 class ReplyRefused(AnswerError):
@@ -135,7 +140,7 @@ class Kernel:
         for fd in (request_w, request_r, reply_r):
             os.set_blocking(fd, False)
             os.set_inheritable(fd, False)
-        command = [sys.executable, "-m", "ipykernel_launcher", "-f", f"{INSIDE_KERNEL}/kernel.json",
+        command = [sandbox_python(), "-m", "ipykernel_launcher", "-f", f"{INSIDE_KERNEL}/kernel.json",
                    "--HistoryManager.hist_file=:memory:"]
         inside_ip = f"{INSIDE_KERNEL}/k"
         if self.options.unsafe:
@@ -508,6 +513,7 @@ class KernelSession(Session):
         self.current_cell = -1
         self.refused: List[str] = []
         self.mutating: List[str] = []
+        self.timed_out = False  # a call ran past its own or the tests' time limit
 
     @property
     def flags(self) -> List[str]:
@@ -540,6 +546,7 @@ class KernelSession(Session):
             self.first_call_cell = self.current_cell
         deadline = min(now + self.options.call_timeout, self.tests_deadline)
         if deadline - now < 0.2:
+            self.timed_out = True
             raise AnswerError("TimeLimit", f"the hidden tests of this notebook used up their time "
                                            f"({self.options.tests_timeout:g} s)", from_grader=True)
         try:
@@ -560,6 +567,9 @@ class KernelSession(Session):
             raise AnswerError("KernelDied", "the kernel died during the call", from_grader=True) from None
         except ReplyRefused as err:
             self._flag(err.evalue)
+            raise
+        except AnswerError as err:
+            self.timed_out = self.timed_out or (err.from_grader and err.ename == "TimeLimit")
             raise
         if not reply["ok"]:
             raise answer_error(str(reply.get("ename"))[:100], str(reply.get("evalue"))[:2000])
@@ -590,6 +600,7 @@ def run_notebook(cells: List[dict], points: Dict[int, List[str]], on_point: Call
     limit_text = f"the notebook ran past its time limit ({options.timeout:g} s)"
     try:
         kernel.start(time.monotonic() + START_SECONDS)
+        KERNEL_STARTED[0] = True
         session = KernelSession(kernel, options)
         deadline = time.monotonic() + options.timeout
         for index, cell in enumerate(cells):
@@ -622,15 +633,17 @@ def run_notebook(cells: List[dict], points: Dict[int, List[str]], on_point: Call
     except TimeoutError:
         result.stop = result.stop or f"{limit_text}; it ignored the interrupt and was stopped"
     except IsolationError as err:
-        result.stop = result.stop or f"the autograder could not run the notebook: {err}"
+        result.stop = result.stop or f"{COULD_NOT_RUN}: {err}"
     except Exception as err:  # noqa: BLE001 - a grader problem: reported, the run goes on
-        result.stop = result.stop or f"the autograder could not run the notebook: {type(err).__name__}: {err}"
+        result.stop = result.stop or f"{COULD_NOT_RUN}: {type(err).__name__}: {err}"
     finally:
         closing = kernel.close()
         result.memory_peak_mb, result.escaped = closing.memory_peak_mb, closing.escaped
     result.flags = list(dict.fromkeys(kernel.flags + (session.flags if session else [])))
     if session is not None:
         result.calls = session.calls
+        result.timed_out = session.timed_out
+    result.timed_out = result.timed_out or (result.stop or "").startswith(limit_text)
     if flooded:
         result.flags.append(f"printed more than {options.max_messages} outputs in a cell (interrupted)")
     first = session.first_call_cell if session is not None else None

@@ -19,6 +19,10 @@ up the rest and executes ``python -m ipykernel_launcher``. What the kernel gets:
   the same time, from ``UID_BASE``: the per-user process limit then counts this sandbox only);
   without root, bubblewrap's user namespace (the kernel is "root" of that namespace without any
   capability; the process limit counts per namespace);
+* a system-call filter (:mod:`.seccomp`: keyrings, mounts, namespaces, ``bpf``, ``ptrace``,
+  ``perf_event_open``, ``userfaultfd``, kernel modules, clocks, ... fail with ``EPERM``; bubblewrap
+  loads one before the init runs, the init the full one before it executes the kernel), a new
+  empty session keyring, and ``/proc/keys``, ``/proc/kcore`` and the like hidden (as Docker does);
 * limits per process (address space, processes, file size, CPU seconds, open files, no core
   dumps) and, as root where the cgroup file system allows it, a memory and process limit for the
   whole sandbox (:class:`Cgroup`): one notebook cannot take the memory or the process slots the
@@ -45,10 +49,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from . import seccomp
 from .sandbox_init import REPLY_FD, REQUEST_FD
 
 __all__ = ["Limits", "Sandbox", "SandboxProcess", "check_isolation", "IsolationError", "kernel_env", "Cgroup",
-           "UID_BASE", "INSIDE_HOME", "INSIDE_KERNEL", "REQUEST_FD", "REPLY_FD", "claim_uid",
+           "UID_BASE", "sandbox_python", "library_mb", "mapped_mb", "INSIDE_HOME", "INSIDE_KERNEL", "REQUEST_FD", "REPLY_FD", "claim_uid",
            "stray_processes"]
 
 ENV_ALLOW = ("LANG", "LC_ALL", "TZ", "TIKTOKEN_CACHE_DIR")
@@ -58,15 +63,52 @@ INSIDE_ROOT = "/sandbox"
 INSIDE_HOME = "/sandbox/home"
 INSIDE_KERNEL = "/sandbox/kernel"
 LOCK_DIRS = ("/run/attention-book", "/tmp/attention-book-uids-0")
+#: files of /proc the sandbox sees as empty (Docker's masked paths): keys, kernel memory, timers
+MASKED_PROC = ("/proc/keys", "/proc/key-users", "/proc/kcore", "/proc/timer_list", "/proc/sched_debug",
+               "/proc/latency_stats", "/proc/sysrq-trigger")
 
 
 class IsolationError(RuntimeError):
     """The isolation tools are missing or not permitted here."""
 
 
+def mapped_mb() -> int:
+    """This process's address space in MiB (``VmSize``): what its libraries map and what it holds."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+_LIBRARY_MB: List[int] = []
+
+
+def library_mb() -> int:
+    """The address space that importing the grader's libraries maps, in MiB, measured once per
+    process (this process's ``VmSize`` once torch, ZeroMQ and Jupyter's client are imported).
+
+    It depends on the install, not on the notebook: PyTorch's default (CUDA) build maps about
+    3 GB of libraries on import even without a GPU (measured: VmSize 3062 MB after ``import
+    torch`` 2.14.1+cu130 on a machine without one, 624 MB with 2.13.0+cpu), so a fixed
+    address-space limit that suits one build makes the other fail before any student code runs.
+    Each limit below is this footprint plus the memory the notebook (or worker) may use."""
+    if not _LIBRARY_MB:
+        import jupyter_client.session  # noqa: F401 - what a worker and a kernel import
+        import torch  # noqa: F401
+        import zmq  # noqa: F401
+
+        _LIBRARY_MB.append(mapped_mb())
+    return _LIBRARY_MB[0]
+
+
 @dataclass
 class Limits:
-    memory_mb: int = 6144  # address space of each process (torch maps a lot; 6 GiB leaves room)
+    #: address space of each process beyond what importing the libraries maps (:func:`library_mb`)
+    memory_mb: int = 6144
     processes: int = 256  # processes (and threads) of the sandbox
     file_mb: int = 256  # largest file it may write
     cpu_seconds: int = 600  # CPU time of each process
@@ -76,16 +118,33 @@ class Limits:
     total_memory_mb: int = 4096  # the whole sandbox, tmpfs included (memory cgroup; root only)
 
 
+def package_root() -> Path:
+    """The folder holding the ``attention_book`` package the grader runs (the source of an editable
+    install, or site-packages)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def sandbox_python() -> str:
+    """The grader's Python as the sandbox sees it: the virtual environment's folder resolved (a venv
+    reached through a link, e.g. a worktree's ``.venv``, is bound at its real place), the file name
+    kept (resolving it too would leave the venv for the base interpreter)."""
+    folder, name = os.path.split(sys.executable)
+    return os.path.join(os.path.realpath(folder), name)
+
+
 def kernel_env(home: str = INSIDE_HOME, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """The kernel's environment: an allow-list, nothing else from the grader's environment."""
     env = {
-        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "PATH": f"{Path(sandbox_python()).parent}:/usr/local/bin:/usr/bin:/bin",
         "HOME": str(home),
         "TMPDIR": f"{INSIDE_ROOT}/tmp",
         "MPLBACKEND": "Agg",
         "MPLCONFIGDIR": f"{home}/.config/matplotlib",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONNOUSERSITE": "1",
+        # the kernel imports the grader's own package (its kernel side speaks the grader's format),
+        # not whatever an editable install's link names: this folder is bound read-only
+        "PYTHONPATH": str(package_root()),
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
         "LANG": "C.UTF-8",
@@ -339,7 +398,7 @@ class Sandbox:
                  Path(sysconfig.get_paths()["purelib"])]
         if "TIKTOKEN_CACHE_DIR" in os.environ:
             paths.append(Path(os.environ["TIKTOKEN_CACHE_DIR"]))
-        paths.append(Path(__file__).resolve().parents[2])  # the package's source (an editable install)
+        paths.append(package_root())  # the package's source (an editable install)
         return _existing(paths)
 
     def masked(self) -> List[Path]:
@@ -367,6 +426,9 @@ class Sandbox:
             args += ["--unshare-user", "--uid", "0", "--gid", "0", "--cap-add", "CAP_SYS_ADMIN",
                      "--cap-add", "CAP_SETPCAP"]
         args += ["--proc", "/proc", "--dev", "/dev"]
+        for name in MASKED_PROC:
+            if os.path.exists(name):
+                args += ["--ro-bind", "/dev/null", name]
         for name in ("bin", "sbin", "lib", "lib64", "lib32"):
             path = Path("/") / name
             if path.is_symlink():
@@ -417,10 +479,11 @@ class Sandbox:
             "size": limits.disk_mb * mb,
             "inodes": limits.disk_inodes,
             "connection": connection,
-            "rlimits": {"RLIMIT_AS": limits.memory_mb * mb, "RLIMIT_NPROC": limits.processes,
+            "rlimits": {"RLIMIT_AS": (limits.memory_mb + library_mb()) * mb, "RLIMIT_NPROC": limits.processes,
                         "RLIMIT_FSIZE": limits.file_mb * mb, "RLIMIT_CPU": limits.cpu_seconds,
                         "RLIMIT_NOFILE": limits.open_files, "RLIMIT_CORE": 0},
             "fds": list(fds),
+            "seccomp": seccomp.kernel_filter().hex(),
             "command": kernel_cmd,
             "env": env,
         }
@@ -431,13 +494,17 @@ class Sandbox:
         args_r, args_w = os.pipe()
         conf_r, conf_w = os.pipe()
         info_r, info_w = os.pipe()
+        filter_r, filter_w = os.pipe()
         init = str(Path(__file__).with_name("sandbox_init.py"))
-        payload = b"".join(a.encode() + b"\0" for a in options + ["--info-fd", str(info_w)])
-        command = [bwrap, "--args", str(args_r), "--", sys.executable, "-I", "-S", init, str(conf_r)]
+        payload = b"".join(a.encode() + b"\0" for a in options + ["--info-fd", str(info_w),
+                                                                   "--seccomp", str(filter_r)])
+        command = [bwrap, "--args", str(args_r), "--", sandbox_python(), "-I", "-S", init, str(conf_r)]
         os.write(args_w, payload)
         os.close(args_w)
         os.write(conf_w, config_bytes)
         os.close(conf_w)
+        os.write(filter_w, seccomp.init_filter())
+        os.close(filter_w)
         procs = cgroup.procs_files() if cgroup else []
 
         def enter_cgroup() -> None:  # runs in the child before bwrap: everything it starts is inside
@@ -446,16 +513,16 @@ class Sandbox:
                     handle.write(str(os.getpid()))
 
         try:
-            process = subprocess.Popen(command, pass_fds=[args_r, conf_r, info_w, *fds],
+            process = subprocess.Popen(command, pass_fds=[args_r, conf_r, info_w, filter_r, *fds],
                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                        stderr=subprocess.PIPE, env=env, start_new_session=True,
                                        preexec_fn=enter_cgroup if procs else None)
         except BaseException:
-            for fd in (args_r, conf_r, info_r, info_w):
+            for fd in (args_r, conf_r, info_r, info_w, filter_r):
                 os.close(fd)
             give_back()
             raise
-        for fd in (args_r, conf_r, info_w):
+        for fd in (args_r, conf_r, info_w, filter_r):
             os.close(fd)
         return SandboxProcess(process, info_r, claim, cgroup)
 
@@ -622,7 +689,7 @@ def check_isolation(course_root: Path, scratch: Optional[Path] = None) -> None:
     code = (f"import os; os.write({REPLY_FD}, b'uid=%d ' % os.geteuid() + "
             "open('/sandbox/kernel/kernel.json').read().encode())")
     try:
-        proc = box.start([sys.executable, "-I", "-c", code], kernel_env(), {"probe": True}, (request_r, reply_w),
+        proc = box.start([sandbox_python(), "-I", "-c", code], kernel_env(), {"probe": True}, (request_r, reply_w),
                          "probe")
     except OSError as err:
         for fd in (request_r, request_w, reply_r, reply_w):

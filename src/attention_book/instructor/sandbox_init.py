@@ -16,12 +16,17 @@ given as its only argument, then
    each sandbox running at the same time), with no groups and an empty capability bounding set;
    in a user namespace (grader not root), it locks the "root has no capabilities" secure bits
    and empties the bounding set, so the kernel keeps none; ``no_new_privs`` is set either way;
-5. executes the kernel (``python -m ipykernel_launcher -f /sandbox/kernel/kernel.json``).
+5. joins a new, empty session keyring (the grader's keyrings, and any credentials a login put
+   there, are no longer its own) and loads the system-call filter of
+   :mod:`attention_book.instructor.seccomp` (the grader sends the compiled program): keyrings,
+   mounts, namespaces, ``bpf``, ``ptrace`` and the rest fail with ``EPERM`` from here on;
+6. executes the kernel (``python -m ipykernel_launcher -f /sandbox/kernel/kernel.json``).
 
 Any failure stops here with exit status 70 (the grader reports "the kernel did not start").
 """
 
 import ctypes
+import errno
 import json
 import os
 import resource
@@ -39,6 +44,9 @@ PR_CAP_AMBIENT_CLEAR_ALL = 4
 # SECBIT_NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED, NO_CAP_AMBIENT_RAISE, each with its lock
 SECURE_BITS = 0b1 | 0b10 | 0b100 | 0b1000 | 0b100000 | 0b1000000 | 0b10000000
 MS_NOSUID, MS_NODEV = 2, 4
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+KEYCTL_JOIN_SESSION_KEYRING = 1
+KEYCTL_NUMBERS = {"x86_64": 250, "aarch64": 219}
 
 
 def _libc():
@@ -57,6 +65,30 @@ def _last_cap() -> int:
             return int(handle.read())
     except OSError:
         return 40
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def join_new_session_keyring(libc) -> None:
+    """An anonymous session keyring of its own: nothing of the grader's session keyring is reachable."""
+    libc.syscall.restype = ctypes.c_long
+    serial = libc.syscall(ctypes.c_long(KEYCTL_NUMBERS[os.uname().machine]),
+                          ctypes.c_long(KEYCTL_JOIN_SESSION_KEYRING), ctypes.c_void_p(None))
+    if serial < 0:
+        err = ctypes.get_errno()
+        if err != errno.ENOSYS:  # ENOSYS: a kernel without keyrings, nothing to leave
+            raise OSError(err, f"join a new session keyring: {os.strerror(err)}")
+
+
+def load_filter(libc, program: bytes) -> None:
+    """Install the classic BPF program ``program`` (the calls the kernel may not make)."""
+    if not program or len(program) % 8:
+        raise OSError("no system-call filter")
+    buffer = ctypes.create_string_buffer(program, len(program))
+    prog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    _check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp filter")
 
 
 def main() -> None:
@@ -115,6 +147,8 @@ def main() -> None:
     null = os.open("/dev/null", os.O_RDWR)
     for number in (0, 1, 2):  # the kernel talks over its sockets; its own stdout/stderr go nowhere
         os.dup2(null, number)
+    join_new_session_keyring(libc)
+    load_filter(libc, bytes.fromhex(config["seccomp"]))  # last: nothing below may mount or use keys
     command = config["command"]
     os.execve(command[0], command, config["env"])
 

@@ -2,9 +2,15 @@
 
 * Only regular ``*.ipynb`` files are graded. Dot-files, other files, folders, links and files over
   ``MAX_BYTES`` are listed as skipped, with the reason.
-* A student is the exact file name (``a b.ipynb`` and ``a_b.ipynb`` are two students); the record
-  name is the file name's bytes percent-escaped (one-to-one); of two names whose records would
-  collide on a case-insensitive disk, the second is listed as skipped with the reason.
+* A student is the exact file name (``a b.ipynb`` and ``a_b.ipynb`` are two students, ``alice
+  .ipynb`` is not ``alice``: nothing is stripped); every file name a file system holds is graded.
+* The names the grader writes (``records/``, ``executed/``, ``feedback/``) are derived from the
+  file name by :func:`file_name_part`: readable (letters of any script stay as they are), one-to-one
+  (only ``%``, path separators, control characters and what Windows refuses are ``%XX``-escaped:
+  ``urllib.parse.unquote`` gives the name back) and within file-system limits (a name whose
+  escaped form passes :data:`NAME_BYTES` bytes keeps a readable head and a digest of the whole
+  name, and its record holds the exact name); of two names whose records would collide on a
+  case-insensitive disk, the second is listed as skipped with the reason.
 * Names are shown escaped everywhere (:func:`display_name`: CSV, Markdown, terminal): a byte that
   is not UTF-8 becomes ``\\xNN``, a control character (CR, LF, ESC, ...) ``\\xNN`` or
   ``\\uNNNN``, a backslash two backslashes; so a name cannot add a row to ``grades.csv``, move
@@ -22,15 +28,20 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Tuple
-from urllib.parse import quote
 
 from .course import Course, natural_key
 from .markup import LABEL_RE, Chapter, cell_text
 
 __all__ = ["Submission", "list_submissions", "read_notebook", "recognise_chapter", "pick_chapter",
-           "record_name", "file_name_part", "display_name", "redact_paths", "MAX_BYTES"]
+           "record_name", "file_name_part", "display_name", "redact_paths", "MAX_BYTES", "NAME_BYTES",
+           "notebook_text", "matches_student"]
 
 MAX_BYTES = 20 * 1024 * 1024
+#: longest name the grader writes, in bytes (a file system allows 255; temporary files add a prefix)
+NAME_BYTES = 200
+#: characters escaped in the names the grader writes: the escape itself, path separators and
+#: what Windows refuses (results are often copied there); control characters are escaped too
+UNSAFE_CHARS = set('%/\\:*?"<>|')
 
 
 @dataclass
@@ -74,13 +85,45 @@ def redact_paths(text: str, paths) -> str:
     return text
 
 
-def file_name_part(name: str) -> str:
-    """``name``'s bytes percent-escaped (one-to-one): a safe part of a file name the grader writes."""
-    return quote(os.fsencode(name), safe="-_.")
+def _escaped(char: str) -> str:
+    return "".join(f"%{byte:02X}" for byte in os.fsencode(char))
+
+
+def file_name_part(name: str, suffix: str = "") -> str:
+    """A file name the grader may write for ``name`` (+ ``suffix``): ``name`` with ``%``, path
+    separators, control and format characters, undecodable bytes and Windows' reserved characters
+    percent-escaped (so ``unquote`` gives ``name`` back), a leading dot and trailing dots and spaces
+    too; at most :data:`NAME_BYTES` bytes with the suffix: a longer one keeps its head (whole
+    characters) and ends in ``~`` and 16 hex digits of the name's SHA-256, so two names never share
+    one (``alice.ipynb`` -> ``alice.ipynb``, ``erin@uni.example`` -> ``erin@uni.example``)."""
+    out = []
+    for index, char in enumerate(name):
+        if (char in UNSAFE_CHARS or unicodedata.category(char) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
+                or (index == 0 and char == ".")):
+            out.append(_escaped(char))
+        else:
+            out.append(char)
+    end = len(out)
+    while end > 0 and out[end - 1] in (".", " "):  # Windows drops trailing dots and spaces
+        end -= 1
+        out[end] = _escaped(out[end])
+    text = "".join(out)
+    if len(text.encode("utf-8")) + len(suffix.encode("utf-8")) <= NAME_BYTES:
+        return text + suffix
+    digest = "~" + hashlib.sha256(os.fsencode(name)).hexdigest()[:16]
+    room = NAME_BYTES - len(digest) - len(suffix.encode("utf-8"))
+    head, used = [], 0
+    for piece in out:  # whole characters (and whole escapes) only
+        size = len(piece.encode("utf-8"))
+        if used + size > room:
+            break
+        head.append(piece)
+        used += size
+    return "".join(head) + digest + suffix
 
 
 def record_name(file_name: str) -> str:
-    return file_name_part(file_name) + ".json"
+    return file_name_part(file_name, ".json")
 
 
 def list_submissions(folder: Path) -> Tuple[List[Submission], List[Tuple[str, str]]]:
@@ -132,11 +175,16 @@ def _read(path: Path, name: str) -> Submission:
     return Submission(name, path, hashlib.sha256(data).hexdigest(), data)
 
 
+def notebook_text(data: bytes) -> str:
+    """A notebook file's text: UTF-8, with or without a byte-order mark (Windows editors add one)."""
+    return data.decode("utf-8-sig")
+
+
 def read_notebook(sub: Submission) -> None:
     import nbformat
 
     try:
-        nb = nbformat.reads(sub.data.decode("utf-8"), as_version=4)
+        nb = nbformat.reads(notebook_text(sub.data), as_version=4)
         if not isinstance(nb.get("cells"), list):
             raise ValueError("no list of cells")
         for cell in nb.cells:
@@ -165,6 +213,13 @@ def recognise_chapter(nb, course: Course) -> Optional[Chapter]:
         if hits > best_hits:
             best, best_hits = chapter, hits
     return best
+
+
+def matches_student(sub: Submission, wanted: str) -> bool:
+    """Whether ``--student wanted`` names ``sub``: its exact file name, with or without ``.ipynb``,
+    or the name as the grader shows it (escaped, e.g. copied from grades.csv)."""
+    stem = sub.name[:-6] if sub.name.endswith(".ipynb") else sub.name
+    return wanted in (sub.name, stem, sub.student, display_name(sub.name))
 
 
 def pick_chapter(course: Course, wanted: str) -> Chapter:

@@ -5,8 +5,10 @@ Everything a submission sends (its notebook file, its kernel's messages and repl
 server (:func:`_zygote_main`) that has already imported torch and the grader's modules, so
 starting one takes milliseconds. A worker
 
-* caps its own address space (``RunOptions.worker_memory_mb``, soft limit: the sandbox it starts
-  sets its own) and dies with the server (``PR_SET_PDEATHSIG``), which dies with the grader;
+* caps its own address space at what it already maps (the server's libraries: torch's CUDA build
+  maps about 3 GB, its CPU build under 1 GB; measured when it starts, never assumed) plus
+  ``RunOptions.worker_memory_mb`` (a soft limit: the sandbox it starts sets its own) and dies with
+  the server (``PR_SET_PDEATHSIG``), which dies with the grader;
 * is killed by the grader at the submission's hard deadline (:func:`hard_deadline`: start-up +
   cells + hidden tests + ``GRACE_SECONDS``), whatever its kernel does; killing it kills its
   sandbox (bubblewrap dies with its parent) and the grader removes the sandbox's cgroup;
@@ -73,6 +75,9 @@ def _zygote_main(fd: int) -> None:
     import zmq  # noqa: F401
 
     from . import grade, hidden, references, runner  # noqa: F401
+    from .sandbox import library_mb
+
+    library_mb()  # measured once here: every worker and its sandboxes inherit the figure
     while True:
         try:
             header, fds, _, _ = socket.recv_fds(sock, _LENGTH.size, 1)
@@ -101,27 +106,41 @@ def _zygote_main(fd: int) -> None:
 
 def _worker(task: Dict[str, Any], out_fd: int) -> None:
     """In the worker: limit memory, grade, send the record back as JSON."""
+    from .sandbox import mapped_mb
+
     options: RunOptions = task["options"]
-    soft = options.worker_memory_mb * 1024 * 1024
+    mapped = mapped_mb()
+    soft = (mapped + options.worker_memory_mb) * 1024 * 1024  # what it maps already, plus its budget
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard == resource.RLIM_INFINITY or soft <= hard:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))  # soft only: the sandbox sets its own
-    try:
+    try:  # before any of the notebook is read: a failure here is the grader's, never the notebook's
         from . import grade
         from .hidden import load_hidden_tests
         from .references import ReferenceCache
 
         tests = load_hidden_tests(Path(task["hidden_path"])) if task["hidden_path"] else {}
         cache = ReferenceCache.from_bytes(task["cache"])
-        record = grade.grade_submission(task["sub"], task["course"], task["chapter"], task["release_nb"],
-                                        task["labels"], tests, cache, options, task["executed"])
-        record["worker_peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-        data = json.dumps(record, default=str).encode("utf-8")
-    except MemoryError:
-        data = json.dumps({"worker_error": "memory", "worker_peak_mb": round(
-            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}).encode()
     except BaseException as err:  # noqa: BLE001 - reported to the grader, never raised there
+        tests = cache = None
         data = json.dumps({"worker_error": "crash", "detail": f"{type(err).__name__}: {err}"[:500]}).encode()
+    if cache is not None:
+        try:
+            record = grade.grade_submission(task["sub"], task["course"], task["chapter"], task["release_nb"],
+                                            task["labels"], tests, cache, options, task["executed"])
+            record["worker_peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+            record["worker_mapped_mb"] = mapped
+            data = json.dumps(record, default=str).encode("utf-8")
+        except MemoryError:  # what the notebook's outputs and replies took, once its kernel runs
+            from .runner import KERNEL_STARTED
+
+            peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+            data = json.dumps({"worker_error": "memory", "worker_peak_mb": peak} if KERNEL_STARTED[0] else
+                              {"worker_error": "crash", "detail": f"MemoryError before the notebook's kernel "
+                                                                  f"started (the worker's limit is too small: "
+                                                                  f"{options.worker_memory_mb} MB)"}).encode()
+        except BaseException as err:  # noqa: BLE001 - reported to the grader, never raised there
+            data = json.dumps({"worker_error": "crash", "detail": f"{type(err).__name__}: {err}"[:500]}).encode()
     if len(data) > MAX_RESULT_BYTES:
         data = json.dumps({"worker_error": "crash", "detail": "the record is too large"}).encode()
     with os.fdopen(out_fd, "wb") as handle:
