@@ -40,7 +40,7 @@ fi
 
 newest() {  # the newest torch pip would install here (its indexes and constraints), metadata only
   .venv/bin/python -m pip install -q --dry-run --no-deps --ignore-installed --report - torch 2>/dev/null \
-    | .venv/bin/python -c 'import json, sys; print(json.load(sys.stdin)["install"][0]["metadata"]["version"].split("+")[0])'
+    | .venv/bin/python -c 'import json, sys; print(json.load(sys.stdin)["install"][0]["metadata"]["version"].split("+")[0])' 2>/dev/null
 }
 
 versions=()
@@ -48,7 +48,12 @@ for wanted in "${@:-floor newest}"; do
   for item in $wanted; do
     case $item in
       floor) versions+=("$floor") ;;
-      newest) versions+=("$(newest)") ;;
+      newest)
+        if ! latest=$(newest) || [ -z "$latest" ]; then
+          echo "[compat] pip could not tell the newest torch here (no index reachable?): name a version instead, e.g. make test-compat COMPAT_TORCH=\"floor 2.14.1\"" >&2
+          exit 1
+        fi
+        versions+=("$latest") ;;
       *) versions+=("$item") ;;
     esac
   done
