@@ -13,12 +13,11 @@ BUILD = Path(os.environ.get("ATTENTION_BOOK_TEST_BUILD") or ROOT / "_build").res
 #: executed chapters, each with the fingerprint of its run (tests/test_quoted_numbers.py reads them)
 EXECUTED = BUILD / "executed"
 
-#: Chapters that another branch brings under CONTRIBUTING's "Numbers" rule (issue 27: the gpu9 and
-#: gpu10 engineers convert chapters 9 and 10). Their checks in tests/test_quoted_numbers.py and
-#: tests/test_site_numbers.py are expected to fail until then; strictly, so that a pending chapter
-#: that passes fails: delete its entry when its branch is merged.
-NUMBERS_RULE_PENDING = {"09_gpt": "issue 27, gpu9: chapter 9's prose and timings",
-                        "10_attention_at_scale": "issue 27, gpu10: chapter 10's prose and timings"}
+#: Chapters that a branch is still bringing under CONTRIBUTING's "Numbers" rule, stem -> who and why
+#: (chapters 9 and 10 came under it with the numbers910 branch; none is pending now). Their checks in
+#: tests/test_quoted_numbers.py and tests/test_site_numbers.py are expected to fail until then;
+#: strictly, so that a pending chapter that passes fails: delete its entry when its branch is merged.
+NUMBERS_RULE_PENDING: dict = {}
 
 
 def numbers_rule_params(paths) -> list:

@@ -129,9 +129,14 @@ def environment() -> dict:
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(paths)
-    if not env.get("TIKTOKEN_CACHE_DIR"):
+    # GPT-2's BPE files (offline). A cache folder the machine itself names in TIKTOKEN_CACHE_DIR
+    # may lack them (the GPU machine of 2026-11-27 named an empty /opt/tiktoken_cache, and
+    # chapters 1, 8 and 9 stopped trying the internet): the checkout's copy wins when it has them.
+    gpt2_vocab = "6d1cbeee0f20b3d9449abfede4726ed8212e3aee"  # sha1 of vocab.bpe's URL
+    inherited = env.get("TIKTOKEN_CACHE_DIR")
+    if not inherited or not (Path(inherited) / gpt2_vocab).is_file():
         for candidate in (ROOT / ".tiktoken-cache", ROOT / "shared" / "tiktoken-cache"):
-            if candidate.is_dir():
+            if (candidate / gpt2_vocab).is_file():
                 env["TIKTOKEN_CACHE_DIR"] = str(candidate)
                 break
     for name, folder in (("JUPYTER_RUNTIME_DIR", "runtime"), ("IPYTHONDIR", "ipython"),

@@ -12,9 +12,10 @@ tests/test_site.py checks that book/index.md states these times.
 
 The figure comes in two drawings of the same computation: the wide one (the chapters' diagram,
 drawn 10.6 inches wide so its smallest labels stay at least 9 px in the 672 px text column at
-1280 px) and a portrait one for phones (``-phone.svg``, 4.2 inches wide: at least 9 px on a 390 px
-screen). The site shows the phone drawing on screens narrower than 600 px
-(book/_ext/site_figures.py, ``<picture>``); tests/test_figures.py measures both.
+1280 px) and a portrait one for phones (``-phone.svg``, the chapters' phone layout,
+``computation_diagram(layout="phone")``, 3.36 inches wide: 12 px labels on a 390 px screen).
+The site shows the phone drawing on screens narrower than 600 px (book/_ext/site_figures.py,
+``<picture>``); tests/test_figures.py measures both.
 """
 
 from __future__ import annotations
@@ -83,52 +84,12 @@ def draw_figure(path: Path = FIGURE) -> Path:
     return _save(figure, path)
 
 
-# The phone drawing: the same boxes, top to bottom. name -> (x, y, label, shape label)
-PHONE_BOXES = {
-    "x": (2.2, 9.0, "$x$", "(T, d_in)"),
-    "W_q": (0.8, 7.6, "$W_q$", "(d_in, d_k)"), "W_k": (2.2, 7.6, "$W_k$", "(d_in, d_k)"),
-    "W_v": (3.6, 7.6, "$W_v$", "(d_in, d_v)"),
-    "Q": (0.8, 6.2, "$Q$", "(T, d_k)"), "K": (2.2, 6.2, "$K$", "(T, d_k)"), "V": (3.6, 6.2, "$V$", "(T, d_v)"),
-    "scores": (1.5, 4.8, "$Q K^\\top$", "(T, T)"),
-    "scale": (1.5, 3.6, "$\\div\\sqrt{d_k}$", "(T, T)"),
-    "softmax": (1.5, 2.4, "softmax", "rows sum to 1"),
-    "matmul": (1.5, 1.2, "$@\\ V$", "(T, T) @ (T, d_v)"),
-    "Z": (1.5, 0.0, "$Z$", "(T, d_v)"),
-}
-PHONE_ARROWS = [("x", "W_q"), ("x", "W_k"), ("x", "W_v"), ("W_q", "Q"), ("W_k", "K"), ("W_v", "V"),
-                ("Q", "scores"), ("K", "scores"), ("scores", "scale"), ("scale", "softmax"),
-                ("softmax", "matmul"), ("V", "matmul"), ("matmul", "Z")]
-
-
 def draw_phone_figure(path: Path = PHONE_FIGURE) -> Path:
-    """The computation top to bottom, narrow enough for a phone, in the chapters' colours."""
-    plt = _pyplot()
-    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+    """The computation top to bottom, narrow enough for a phone: the chapters' phone layout."""
+    _pyplot()
+    from attention_book.diagram import computation_diagram
 
-    from attention_book.diagram import EDGE, PLAIN_FACE
-
-    width, height = 1.15, 0.62  # box size in data units
-    figure, ax = plt.subplots(figsize=(4.2, 8.4))
-    ax.set_xlim(0.0, 4.4)
-    ax.set_ylim(-0.75, 9.45)
-    ax.set_aspect("equal")
-    ax.axis("off")
-    for start, end in PHONE_ARROWS:
-        (x0, y0), (x1, y1) = PHONE_BOXES[start][:2], PHONE_BOXES[end][:2]
-        if start == "V":  # from below V into the right side of "@ V"
-            tail, head = (x0, y0 - height / 2 - 0.35), (x1 + width / 2, y1)
-        else:  # from below a box's shape label to the top edge of the next box
-            tail, head = (x0, y0 - height / 2 - 0.35), (x1, y1 + height / 2)
-        ax.add_patch(FancyArrowPatch(tail, head, arrowstyle="-|>", mutation_scale=12, color="#555555",
-                                     lw=1.2, shrinkA=2, shrinkB=2, zorder=1))
-    for x, y, label, shape in PHONE_BOXES.values():
-        ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height,
-                                    boxstyle="round,pad=0.02,rounding_size=0.08", facecolor=PLAIN_FACE,
-                                    edgecolor=EDGE, lw=0.9, zorder=2))
-        ax.text(x, y + 0.02, label, ha="center", va="center", fontsize=13 if label.startswith("$") else 11,
-                zorder=3)
-        ax.text(x, y - height / 2 - 0.06, shape, ha="center", va="top", fontsize=9, color="#222222", zorder=3)
-    return _save(figure, path)
+    return _save(computation_diagram(layout="phone"), path)
 
 
 def write_times(index: Path = INDEX) -> int:

@@ -21,6 +21,7 @@ import browser  # noqa: E402  (tests/browser.py: local server, MathJax from the 
 from browser import LAPTOP, PHONE  # noqa: E402
 
 CH03 = "notebooks/03_softmax_and_scaling.html"
+CH04 = "notebooks/04_context_vectors.html"
 CH05 = "notebooks/05_multi_head_attention.html"
 CH10 = "notebooks/*_attention_at_scale.html"  # chapter 9 before the GPT chapter came in
 EXPLORERS = "book/explorers.html"
@@ -53,6 +54,12 @@ VIEWS = {
     "ch05-figure-2-1280": (CH05, LAPTOP, "light", lambda p: element(p, "main img", 1)),
     "ch05-figure-5-1280": (CH05, LAPTOP, "light", lambda p: element(p, "main img", 4)),
     "ch05-first-solution-opened-1280": (CH05, LAPTOP, "light", first_solution_opened),
+    # figures on a phone (their phone drawings, book/_ext/phone_figures.py)
+    "ch03-figure-1-390": (CH03, PHONE, "light", lambda p: element(p, "main img", 0)),
+    "ch04-figure-3-390": (CH04, PHONE, "light", lambda p: element(p, "main img", 2)),
+    "ch05-figure-2-390": (CH05, PHONE, "light", lambda p: element(p, "main img", 1)),
+    "ch05-figure-5-390": (CH05, PHONE, "light", lambda p: element(p, "main img", 4)),
+    "ch10-figure-1-390": (CH10, PHONE, "light", lambda p: element(p, "main img", 0)),
     "dark-ch03-self-check-1280": (
         CH03, LAPTOP, "dark", lambda p: element(p, ".cell_output:has-text('PASS')")),
     "dark-ch10-table-1280": (CH10, LAPTOP, "dark", lambda p: element(p, "main table")),

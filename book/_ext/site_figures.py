@@ -15,10 +15,14 @@ Readers' own Jupyter, Colab and the notebook tests keep matplotlib's defaults.
 ``svg.hashsalt`` and no ``Date`` in the metadata make the SVG files the same on every build, so
 unchanged figures give unchanged files. tests/test_figures.py checks the result on the built site.
 
-Phone versions: an image ``book/images/NAME.svg`` with a sibling ``NAME-phone.svg`` (the landing
-page's diagram, drawn by tools/landing.py) is shown as a ``<picture>`` whose phone drawing
-replaces the wide one on screens narrower than ``PHONE_MAX_WIDTH``; the phone file is copied next
-to the wide one in ``_images/``.
+Phone versions: on screens narrower than ``PHONE_MAX_WIDTH`` a figure is shown as a ``<picture>``
+whose phone drawing replaces the wide one (``NAME-phone.svg`` next to ``NAME.svg`` in
+``_images/``). The chapters' figures get theirs from the kernels: the profile also loads
+phone_figures.py, which draws every SVG figure a second time, re-laid out for a 390 px phone, and
+carries it inside the wide SVG; this extension takes it out again when it copies the figures
+(a figure whose phone drawing failed is a build warning). An image ``book/images/NAME.svg``
+with a sibling ``NAME-phone.svg`` (the landing page's diagram, drawn by tools/landing.py) gets
+the same ``<picture>``.
 
 The execution cache (``execute_notebooks: cache``) keys on the notebooks' code, not on this
 profile, and Sphinx keeps the outputs of unchanged pages in its environment: a build whose cache
@@ -30,10 +34,17 @@ the current stamp is emptied before the build executes anything.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
 from pathlib import Path
+
+from sphinx.util import logging
+
+import phone_figures  # book/_ext, on the path as a local extension's folder
+
+logger = logging.getLogger(__name__)
 
 # matplotlib settings of the book build's kernels (InlineBackend.rc is applied when the inline
 # backend is activated, before the first figure is drawn)
@@ -42,11 +53,23 @@ FIGURE_RC = {
     "svg.hashsalt": "attention-book",  # stable ids: the file only changes with the drawing
 }
 
+PHONE_FIGURES = Path(__file__).with_name("phone_figures.py")
+# runs in the kernel's namespace at start: load phone_figures.py by path, leave no names behind
+_INSTALL_PHONE_DRAWINGS = (
+    "import importlib.util as _u; "
+    f"_s = _u.spec_from_file_location('attention_book_phone_figures', {str(PHONE_FIGURES)!r}); "
+    "_m = _u.module_from_spec(_s); _s.loader.exec_module(_m); _m.install(get_ipython()); "
+    "del _u, _s, _m"
+)
+
 KERNEL_CONFIG = f"""\
 # Written by book/_ext/site_figures.py for the book build's kernels only.
 c.InlineBackend.figure_formats = {{"svg"}}
 c.InlineBackend.rc = {FIGURE_RC!r}
 c.InlineBackend.print_figure_kwargs = {{"bbox_inches": "tight", "metadata": {{"Date": None}}}}
+# every SVG figure carries a phone drawing (phone_figures.py, sha256 {
+    hashlib.sha256(PHONE_FIGURES.read_bytes()).hexdigest()[:16]}: a change draws every figure again)
+c.InteractiveShellApp.exec_lines = [{_INSTALL_PHONE_DRAWINGS!r}]
 """
 
 
@@ -101,19 +124,45 @@ def with_phone_sources(html: str, names) -> str:
     return _IMG.sub(wrap, html)
 
 
+def _drawn_phone_versions(app) -> dict:
+    """``{NAME: phone SVG text}`` of the figures in ``_images`` whose kernel drew a phone version
+    (read from the cell outputs the builder copies; cached per build)."""
+    cache = app.__dict__.setdefault("_site_figures_phone", {})
+    for source, name in app.builder.images.items():
+        stem = Path(name).stem
+        if name.endswith(".svg") and stem not in cache:
+            text = (Path(app.srcdir) / source).read_text(encoding="utf-8")
+            _, phone, failure = phone_figures.split(text)
+            cache[stem] = phone
+            if failure:
+                logger.warning(f"no phone drawing of the figure {source}: {failure}", type="site_figures")
+    return {stem: phone for stem, phone in cache.items() if phone}
+
+
 def _phone_pictures(app, pagename, templatename, context, doctree):
     body = context.get("body")
-    names = phone_versions(app.srcdir)
-    if names and isinstance(body, str) and "_images/" in body:
+    if not isinstance(body, str) or "_images/" not in body:
+        return
+    names = set(phone_versions(app.srcdir)) | set(_drawn_phone_versions(app))
+    if names:
         context["body"] = with_phone_sources(body, names)
 
 
 def _copy_phone_versions(app, exception):
     if exception is not None or app.builder.format != "html":
         return
+    images = Path(app.outdir) / "_images"
     for name, path in phone_versions(app.srcdir).items():
-        if (Path(app.outdir) / "_images" / f"{name}.svg").is_file():
-            shutil.copyfile(path, Path(app.outdir) / "_images" / path.name)
+        if (images / f"{name}.svg").is_file():
+            shutil.copyfile(path, images / path.name)
+    # the chapters' figures: the phone drawing out of the wide file, into a file of its own
+    for name in _drawn_phone_versions(app):
+        wide = images / f"{name}.svg"
+        if wide.is_file():
+            text, phone, _ = phone_figures.split(wide.read_text(encoding="utf-8"))
+            if phone is not None:
+                wide.write_text(text, encoding="utf-8")
+                (images / f"{name}-phone.svg").write_text(phone, encoding="utf-8")
 
 
 def setup(app):

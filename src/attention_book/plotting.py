@@ -1,11 +1,28 @@
-"""One look for every figure in the book: labelled heatmaps of embeddings and attention weights."""
+"""One look for every figure in the book: labelled heatmaps of embeddings and attention weights.
+
+Also :func:`set_phone_drawing`, with which a drawing function tells the book's site how to draw
+its Axes on a phone (book/_ext/phone_figures.py re-lays out every figure of the book build for a
+390 px screen; in a reader's Jupyter or Colab the hint does nothing).
+"""
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence, Tuple
 
 import matplotlib.pyplot as plt
 import torch
+
+#: Axes attribute read by the book build's phone drawings (book/_ext/phone_figures.py)
+PHONE_DRAWING = "_attention_book_phone_drawing"
+
+
+def set_phone_drawing(ax, draw: Callable, size: Tuple[float, float]) -> None:
+    """Tell the book's site how ``ax`` looks on a phone: ``draw(ax)`` draws it again, in a
+    phone's layout, on the cleared Axes; ``size`` is the (width, height) in inches it needs there
+    (width at most 3.36, the phone's text column). ``draw`` must be picklable (a module-level
+    function or a ``functools.partial`` of one): the book build draws a pickled copy.
+    """
+    setattr(ax, PHONE_DRAWING, (draw, (float(size[0]), float(size[1]))))
 
 
 def heatmap(

@@ -139,36 +139,50 @@ GPT_SPEED_CPU: dict = {
     "generation": dict(new_tokens=56, uncached=374.7, cached=1_055.8, speedup=2.82),
 }
 
-#: chapter 9 on a GPU: measured 2026-11-27 on an NVIDIA H100 (``../shared/gpu-reference``, sections 1
-#: and 4, ``scripts/perf.py`` and ``perf3.py``), before the recipe used mixed precision. TFLOP/s are
-#: recomputed with :func:`attention_book.gpt_accounting.flops_per_token` (6N + causal attention,
-#: 67.6 MFLOP per token for the GPU recipe's model); MFU against the bfloat16 ceiling measured there.
+#: chapter 9 on a GPU: ``python tools/gpu_check.py`` (its ``gpt`` step, ``tools/bench_gpt.py
+#: --gpu-check``, and chapter 9 executed top to bottom) on an NVIDIA H100, 2026-11-27, the code of
+#: this edition (mixed precision, fused attention, preallocated cache). TFLOP/s: 6N + causal
+#: attention (:func:`attention_book.gpt_accounting.flops_per_token`, 67.6 MFLOP per token for the
+#: GPU recipe's model); MFU against the bfloat16 matrix-product ceiling measured in the same run.
+#: ``first_edition`` is the project's first GPU run (``../shared/gpu-reference``), float32 with
+#: the attention weights built.
 GPT_GPU: dict = {
-    "command": "the project's first GPU run of every chapter (tools/bench_gpt.py --gpu-check repeats "
-               "it for the current recipe)",
+    "command": "python tools/gpu_check.py (tools/bench_gpt.py --gpu-check, chapter 9 run top to "
+               "bottom)",
     "date": "2026-11-27",
     "machine": "an NVIDIA H100 80GB HBM3 (compute capability 9.0), PyTorch 2.11.0+cu130",
-    "load": "the GPU to itself",
-    "ceilings": {"bfloat16": 782.0, "float32 (TF32)": 356.0, "float32": 51.3},
-    "recipe_run": dict(recipe="GPU_SETTINGS as first shipped (float32, attention weights built)", steps=2000,
-                       seconds=100, held_out=1.18, bigram=2.45, chapter8=2.26),
-    # variant, ms per step, tokens/s (30 steps of 64 windows of 256 after warm-up)
+    "load": "the GPU to itself (host load average 3.0)",
+    "ceilings": {"bfloat16": 809.8, "float16": 781.5, "float32 (TF32)": 422.7, "float32": 52.0},
+    "recipe_run": dict(recipe="GPU_SETTINGS (bfloat16 autocast, fused attention)", steps=2000,
+                       seconds=48, held_out=1.174, bigram=2.455, chapter8=2.264),
+    "first_edition": dict(recipe="GPU_SETTINGS as first shipped (float32, attention weights "
+                                 "built)", steps=2000, seconds=100, held_out=1.18),
+    # variant, ms per step, tokens/s (30 timed steps of 64 windows of 256 after the first)
     "training": [
-        ("float32, attention weights built (first edition)", 45.0, 363_932),
-        ("+ TF32 matrix products", 26.8, 612_146),
-        ("bfloat16 autocast (instead of TF32)", 32.0, 511_547),
-        ("bfloat16 + fused attention (the recipe)", 17.5, 934_127),
-        ("bfloat16 + fused + torch.compile (14 s to compile)", 11.9, 1_374_659),
+        ("float32, book's core attention (first edition)", 43.8, 374_051),
+        ("TF32, book's core attention", 25.09, 653_023),
+        ("bfloat16 autocast, book's core attention", 33.12, 494_729),
+        ("bfloat16 autocast + fused attention (the recipe)", 19.99, 819_697),
+        ("bfloat16 + fused + torch.compile (20 s first step)", 21.9, 748_280),
+        ("float16 + GradScaler + fused (the T4 path)", 25.67, 638_328),
     ],
     "flops_per_token": 67_624_704,
-    # 400 steps, dropout 0, lr 1e-3 with 50 warm-up steps; held-out loss on 64 windows, one seed
+    # 300 steps, dropout 0, lr 1e-3 with 50 warm-up steps; held-out loss on 64 windows, one seed
+    "mixed_precision_steps": 300,
     "mixed_precision": [
-        ("float32, book's core", 1.491, 0),
-        ("bfloat16 autocast, fused", 1.502, 0),
-        ("float16 autocast + GradScaler, book's core", 1.497, 0),
-        ("float16 autocast + GradScaler, fused", 1.497, 0),
+        ("float32, fused", 1.737, 0),
+        ("bfloat16 autocast, fused", 1.739, 0),
+        ("float16 autocast + GradScaler, fused", 1.747, 0),
     ],
-    "generation": None,  # chapter 9's cached generate was not measured on this GPU yet
+    # greedy, filling the context (248 new characters), batch 1, float32 as chapter 9 runs it
+    "generation": dict(new_tokens=248, uncached=521.9, cached=474.5, speedup=0.91),
+    # the same at other batch sizes and dtypes: (batch, dtype, uncached, cached tokens/s, speed-up)
+    "generation_rows": [
+        (1, "float32", 521.9, 474.5, 0.91),
+        (1, "bfloat16", 428.6, 338.4, 0.79),
+        (16, "float32", 6_510.7, 7_066.1, 1.09),
+        (16, "bfloat16", 6_747.9, 5_717.7, 0.85),
+    ],
 }
 
 
@@ -266,6 +280,8 @@ def gpt_speed_text(device="cpu") -> str:
             f"{run['recipe']}:",
             f"  {run['steps']:,} steps in {run['seconds']} s, held-out loss {run['held_out']:.2f} "
             f"(bigram {run['bigram']:.2f}, chapter 8's model {run['chapter8']:.2f}).",
+            f"{ref['first_edition']['recipe']}: {ref['first_edition']['seconds']} s, held-out loss "
+            f"{ref['first_edition']['held_out']:.2f}.",
             f"Training speed of the same model ({ref['flops_per_token'] / 1e6:.1f} MFLOP per token;",
             f"MFU against the bfloat16 ceiling, {ref['ceilings']['bfloat16']:.0f} TFLOP/s):",
             f"{'variant':<52} {'ms/step':>7} {'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6}"]
@@ -273,11 +289,14 @@ def gpt_speed_text(device="cpu") -> str:
             tflops = tokens * ref["flops_per_token"] / 1e12
             lines.append(f"{name:<52} {ms:>7.1f} {tokens:>10,} {tflops:>8.1f} "
                          f"{tflops / ref['ceilings']['bfloat16']:>6.1%}")
-        lines.append("Mixed precision trains as well (400 steps, held-out loss on 64 windows, one seed):")
+        lines.append(f"Mixed precision trains as well ({ref['mixed_precision_steps']} steps, held-out loss on "
+                     "64 windows, one seed):")
         for name, loss, nonfinite in ref["mixed_precision"]:
             lines.append(f"  {name:<46} {loss:.3f}  ({nonfinite} non-finite losses)")
-        if ref["generation"] is None:
-            lines.append("Cached generation: not measured on this GPU yet (tools/bench_gpt.py --gpu-check).")
+        g = ref["generation"]
+        lines.append(f"Generating {g['new_tokens']} characters (greedy, batch 1, float32): "
+                     f"{g['uncached']:,.0f} tokens/s without the cache, {g['cached']:,.0f} with it: "
+                     f"{g['speedup']:.2f}x")
         return "\n".join(lines)
     ref = GPT_SPEED_CPU
     if not ref["training"]:
@@ -421,7 +440,9 @@ SCALE_CPU: dict = {
 #: tables have keys of their own (``causal_flag_8192``, ``kv_cache_eed01ee``), which the prose
 #: quotes. CUDA-event medians (triton's ``do_bench``).
 SCALE_GPU: dict = {
-    "command": "scripts/perf.py and perf2.py of the first GPU run (triton.testing.do_bench medians)",
+    "command": ("scripts/perf.py and perf2.py of the first GPU run (triton.testing.do_bench "
+                "medians; the tables ceilings to kv_cache_eed01ee) and python tools/gpu_check.py "
+                "(tools/bench_scale.py --reference, CUDA events; the other tables)"),
     "date": "2026-11-27",
     "machine": ("an NVIDIA H100 80GB HBM3 (compute capability 9.0, 132 SMs, 50 MB of L2 cache), "
                 "PyTorch 2.11.0+cu130, cuDNN 9.19, Python 3.12.3"),
@@ -498,6 +519,135 @@ SCALE_GPU: dict = {
                 [512, "10.750", "7.754", "6.061", "6.658"],
                 [2048, "22.800", "9.450", "19.819", "10.655"],
             ]},
+        # python tools/gpu_check.py at the chapter's own GPU sizes (measure.plan_for), commit
+        # d56589d of this edition, the same GPU and PyTorch, 2026-11-27: the keys the chapter's
+        # timing cells look up
+        'causal_flag': {'title': 'Causal attention, B = 4, H = 12, T = 4096, head 64, bfloat16 '
+                                 '(median ms [IQR])',
+                        'sizes': {'shape': [4, 12, 4096, 64], 'dtype': 'bfloat16'},
+                        'header': ['call', 'ms'],
+                        'rows': [['is_causal=True', '0.30 [0.29-0.31]'],
+                                 ['attn_mask tensor', '0.88 [0.87-0.89]'],
+                                 ['no mask (bidirectional)', '0.48 [0.47-0.49]']]},
+        'fused_overhead': {'title': 'FusedMultiHeadAttention against direct_sdpa per call, input 1 x '
+                                    '8 x 16, 2 heads, float32 unless the row says otherwise (µs per '
+                                    'call: median of the blocks [IQR]; ratio of the fastest blocks)',
+                           'sizes': {'shape': [1, 8, 16], 'heads': 2, 'dtype': 'float32'},
+                           'header': ['pass', 'FusedMultiHeadAttention', 'direct_sdpa', 'ratio'],
+                           'rows': [['forward', '119.5 [117.8-126.5]', '113.7 [108.8-120.0]', '1.06'],
+                                    ['forward+backward',
+                                     '1544.6 [1473.0-1740.3]',
+                                     '1523.3 [1499.4-1629.2]',
+                                     '1.06'],
+                                    ['forward, 16 x 1024 x 768, bfloat16',
+                                     '296.3 [279.6-303.4]',
+                                     '282.7 [266.9-294.2]',
+                                     '1.06']]},
+        'roofline': {'title': 'Roofline (best of the repeats)',
+                     'sizes': {'dtype': 'bfloat16'},
+                     'header': ['matmul GFLOP/s (bfloat16)', 'copy GB/s', 'ridge FLOP/byte'],
+                     'rows': [['788339', '2978.6', '264.7']]},
+        'decode_overhead': {'title': 'One token after 2047 cached, 12 layers of width 768, batch 1, '
+                                     'bfloat16: what removes the overhead (median ms [IQR])',
+                            'sizes': {'width': 768,
+                                      'num_heads': 12,
+                                      'num_layers': 12,
+                                      'tokens': 2048,
+                                      'dtype': 'bfloat16'},
+                            'header': ['variant', 'ms per token', 'µs per layer'],
+                            'rows': [['KVCache, checks in every layer', '3.30 [3.25-3.56]', '275'],
+                                     ['StaticKVCache, checks in every layer',
+                                      '3.29 [3.25-3.46]',
+                                      '274'],
+                                     ['StaticKVCache, checks once', '3.43 [3.06-3.58]', '286'],
+                                     ['CUDA graph', '0.63 [0.59-0.65]', '53']]},
+        'kv_cache': {'title': 'One generation step, 12 layers of width 768 (12 heads), batch 1, '
+                              'bfloat16 (median ms [IQR])',
+                     'sizes': {'width': 768, 'heads': 12, 'layers': 12, 'dtype': 'bfloat16'},
+                     'header': ['tokens so far', 'no cache', 'KV cache', 'ratio of medians'],
+                     'rows': [[128, '9.77 [9.44-10.27]', '4.12 [3.96-4.27]', '2.4x'],
+                              [512, '9.77 [9.50-10.24]', '4.18 [3.87-4.35]', '2.3x'],
+                              [2048, '20.49 [20.41-20.67]', '6.33 [5.75-7.48] ⚠', '3.2x']]},
+        'flex': {'title': 'FlexAttention compiled, causal, (4, 12, 4096, 64), bfloat16 (median ms '
+                          '[IQR])',
+                 'sizes': {'shape': [4, 12, 4096, 64], 'dtype': 'bfloat16'},
+                 'header': ['kernel', 'compile', 'ms', 'TFLOP/s'],
+                 'rows': [['FlexAttention, torch.compile',
+                           '1.3 s to compile + first call',
+                           '0.51 [0.50-0.52]',
+                           '204.0'],
+                          ['scaled_dot_product_attention, is_causal=True',
+                           '-',
+                           '0.33 [0.33-0.34]',
+                           '308.9']]},
+        'decode_compiled': {'title': 'One token after 2047 cached, 12 layers of width 768, batch 1, '
+                                     'bfloat16: the step compiled (median ms [IQR])',
+                            'sizes': {'width': 768,
+                                      'num_heads': 12,
+                                      'num_layers': 12,
+                                      'tokens': 2048,
+                                      'dtype': 'bfloat16'},
+                            'header': ['variant', 'ms per token', 'µs per layer'],
+                            'rows': [['torch.compile reduce-overhead', '3.65 [3.61-3.74]', '304']]},
+        'curve': {'title': 'MultiHeadAttention forward, d = 768, 12 heads, bfloat16 (median ms '
+                           '[IQR])',
+                  'sizes': {'lengths': [1024, 2048, 4096, 8192],
+                            'd_model': 768,
+                            'heads': 12,
+                            'dtype': 'bfloat16'},
+                  'header': ['T', 'ms'],
+                  'rows': [[1024, '1.23 [1.08-1.34]'],
+                           [2048, '2.01 [1.96-2.02]'],
+                           [4096, '6.73 [6.70-6.79]'],
+                           [8192, '26.45 [26.40-26.48]']]},
+        'sweep': {'title': 'Five implementations, d = 768, 12 heads, bfloat16 (median ms [IQR])',
+                  'sizes': {'d_model': 768,
+                            'heads': 12,
+                            'rows': [[16, 1024, True], [8, 2048, True], [4, 4096, True]],
+                            'dtype': 'bfloat16'},
+                  'header': ['B x T', 'pass', 'wrapper', 'MHA', 'fused', 'SDPA', 'nn.MHA'],
+                  'rows': [['16 x 1024',
+                            'forward',
+                            '7.71 [7.69-7.74]',
+                            '6.74 [6.69-6.77]',
+                            '0.41 [0.40-0.48]',
+                            '0.27 [0.25-0.29]',
+                            '0.60 [0.60-0.61]'],
+                           ['16 x 1024',
+                            'forward+backward',
+                            '18.45 [17.66-19.65]',
+                            '15.41 [15.36-15.48]',
+                            '2.40 [2.24-2.51]',
+                            '1.55 [1.38-1.77]',
+                            '2.10 [2.05-2.25]'],
+                           ['8 x 2048',
+                            'forward',
+                            '13.97 [13.93-14.13]',
+                            '12.81 [12.77-12.89]',
+                            '0.57 [0.54-0.65]',
+                            '0.34 [0.33-0.36]',
+                            '0.68 [0.68-0.71]'],
+                           ['8 x 2048',
+                            'forward+backward',
+                            '31.58 [31.55-31.64]',
+                            '29.36 [29.32-29.40]',
+                            '2.57 [2.56-2.78]',
+                            '1.60 [1.57-1.77]',
+                            '2.24 [2.16-2.30]'],
+                           ['4 x 4096',
+                            'forward',
+                            '27.01 [26.94-27.05]',
+                            '25.91 [25.83-25.96]',
+                            '0.81 [0.74-0.92]',
+                            '0.46 [0.44-0.47]',
+                            '0.84 [0.81-0.87]'],
+                           ['4 x 4096',
+                            'forward+backward',
+                            '60.56 [60.51-60.66]',
+                            '58.04 [57.97-58.12]',
+                            '3.14 [3.03-3.33]',
+                            '2.10 [2.05-2.26]',
+                            '2.65 [2.55-2.93]']]},
     },
 }
 
