@@ -22,8 +22,9 @@
 #   which make test installs). Below torch 2.6 the locked transformers 5.x refuses PyTorch, so
 #   chapter 9's GPT-2 loader is tested against the newest transformers 4.x there (readers never
 #   need it).
-# Time: each end takes about as long as make test's chapters and unit tests (on a loaded 2-core
-# machine, torch 2.5.0: unit tests 501 s, chapters 958 s), so .ci/run leaves it to GitHub's workflow.
+# Time, on a 2-core machine shared with other work: both ends 1189 s after their installs at load
+# 2-8 (2.5.0: unit tests 205 s, chapters 301 s; 2.14.1: 154 s, 401 s); 2.5.0 alone 1459 s at load
+# 18. .ci/run leaves it to GitHub's workflow (it says why).
 # The site, the browser, the grader's slow suites and the fresh-Colab runs do not depend on the
 # torch version beyond what the chapters show, and stay in make test.
 set -euo pipefail
