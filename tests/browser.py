@@ -77,10 +77,12 @@ def _is_local(url: str) -> bool:
 
 
 def open_recorded_page(browser, url: str, mathjax_dir: Path, wait_for_math: bool = True,
-                       viewport: Optional[dict] = None, color_scheme: str = "light"):
+                       viewport: Optional[dict] = None, color_scheme: str = "light", has_touch: bool = False):
     """A new page (own context) at ``url``: 1280x900 unless ``viewport`` is given, with the system
-    colour scheme ``color_scheme`` ("light" or "dark", what ``prefers-color-scheme`` reports)."""
-    context = browser.new_context(viewport=viewport or {"width": 1280, "height": 900}, color_scheme=color_scheme)
+    colour scheme ``color_scheme`` ("light" or "dark", what ``prefers-color-scheme`` reports) and a
+    touch screen when ``has_touch`` (for ``page.tap``)."""
+    context = browser.new_context(viewport=viewport or {"width": 1280, "height": 900}, color_scheme=color_scheme,
+                                  has_touch=has_touch)
     context.set_default_timeout(WAIT_MS)
     page = context.new_page()
     page.console_errors = []

@@ -40,7 +40,8 @@ if "TIKTOKEN_CACHE_DIR" not in os.environ and SHARED_TIKTOKEN.is_dir():
 GROUPS = {
     # the built site: one book build (the build itself is also locked, see book_build)
     "site": {"test_accessibility", "test_chapter_pages", "test_dark_mode", "test_exercise_numbering",
-             "test_explorers_browser", "test_figures", "test_launch_links", "test_navigation", "test_site", "test_site_numbers"},
+             "test_explorers_browser", "test_figures", "test_launch_links", "test_navigation", "test_site",
+             "test_site_numbers", "test_solution_tap"},
     # graders: each grades a class or two; the hostile suite (its own unit, the longest) runs beside
     # them, since it counts only processes of sandbox user ids no grader holds (stray_processes)
     "grader": {"test_grade", "test_classroom", "test_gradescope", "test_grader_bounds"},
@@ -171,7 +172,7 @@ def open_page(browser, site_url, mathjax_dir):
     pages = []
 
     def _open(path: str, wait_for_math: bool = True, **options):
-        # options: open_recorded_page's viewport and color_scheme
+        # options: open_recorded_page's viewport, color_scheme and has_touch
         page = open_recorded_page(browser, f"{site_url}/{path}", mathjax_dir, wait_for_math, **options)
         pages.append(page)
         return page

@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import List
 
 ROOT = Path(__file__).resolve().parents[1]
-BUILD = ROOT / "_build"
+# make test-compat runs the chapters on other PyTorch versions: each run writes its executed
+# notebooks and times into its own folder (tools/compat.sh sets it), never over make test's.
+BUILD = Path(os.environ.get("ATTENTION_BOOK_TEST_BUILD") or ROOT / "_build").resolve()
 #: executed chapters, each with the fingerprint of its run (tests/test_quoted_numbers.py reads them)
 EXECUTED = BUILD / "executed"
 

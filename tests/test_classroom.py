@@ -1,5 +1,6 @@
 """The classroom (issue 21): nothing lost between assignments, the gradebook, feedback, written
-answers, the students' JupyterLab, and self-checks whose words a student can act on.
+answers and self-checks whose words a student can act on (the students' JupyterLab, `make lab`,
+is tested in tests/test_lab.py).
 
 The grading tests use the toy course of test_release.py (one chapter, ``99``, two coding exercises
 and a written one) plus a copy of it as chapter ``98``, graded into per-chapter folders under a tmp
@@ -12,15 +13,10 @@ import ast
 import csv
 import importlib
 import json
-import os
 import re
-import shlex
 import shutil
-import socket
 import stat
-import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import nbformat
@@ -33,7 +29,7 @@ from attention_book.instructor.gradebook import ManualPointsError, read_manual_p
 from attention_book.instructor.markup import NOT_IMPLEMENTED, cell_text
 from attention_book.instructor.release import build_release
 from attention_book.instructor.report import plain_title
-from helpers import SERVER_START_TIMEOUT, needs_isolation
+from helpers import needs_isolation
 from hostile.output import written_sections
 from test_release import make_toy_course
 
@@ -488,90 +484,6 @@ def test_no_verdict_of_a_wrong_answer_shows_a_solution_line_or_a_line_of_the_che
                     if hint and len(hint) > 20 and text.count(hint) > 1:
                         problems.append((ex.label, wrong.name, "hint printed twice", hint))
     assert checked >= 200 and not problems, problems
-
-
-# ------------------------------------------------------------------------------------------------ make lab
-
-
-def _make_dry_run(target: str, *, as_nobody: bool = False, **variables) -> str:
-    command = ["make", "-s", "-n", "-C", str(ROOT), target, *[f"{k}={v}" for k, v in variables.items()]]
-    if as_nobody:
-        command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *command]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip().splitlines()[-1]
-
-
-@pytest.mark.parametrize("target, folder", [("lab", "student/notebooks"), ("lab-authors", "notebooks")])
-def test_make_lab_opens_the_right_folder_as_root_and_not(target, folder):
-    line = _make_dry_run(target, LAB_ARGS="--port 8899")
-    assert f"--ServerApp.root_dir={ROOT / folder}" in line and line.endswith("--port 8899")
-    assert ("--allow-root" in line) == (os.geteuid() == 0), line
-    assert ".cache/lab-venv/bin/jupyter lab" in line  # the readers' environment, not .venv
-    if os.geteuid() == 0 and shutil.which("setpriv"):
-        assert "--allow-root" not in _make_dry_run(target, as_nobody=True)
-
-
-def test_the_lab_environment_is_invisible_to_git_and_the_book():
-    import yaml
-
-    folder = re.search(r"^LAB_VENV \?= (\S+)", (ROOT / "Makefile").read_text(), re.M).group(1)
-    top = folder.split("/")[0]
-    assert top in yaml.safe_load((ROOT / "_config.yml").read_text())["exclude_patterns"]
-    assert f"{top}/" in (ROOT / ".gitignore").read_text().split()
-
-
-def test_the_lab_environment_installs_only_the_readers_requirements():
-    script = (ROOT / "tools" / "lab_setup.sh").read_text()
-    assert "-r requirements.txt" in script and "requirements-dev" not in script.split("\n", 6)[-1]
-    assert subprocess.run(["bash", "-n", str(ROOT / "tools" / "lab_setup.sh")]).returncode == 0
-    readers = (ROOT / "requirements.txt").read_text()
-    assert "jupyterlab" in readers and "pytest" not in readers
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("target, marker", [("lab", "NotImplementedError"), ("lab-authors", "BEGIN SOLUTION")])
-def test_make_lab_serves_the_right_notebooks(target, marker, tmp_path):
-    """Start the command `make lab` runs (with this venv's JupyterLab) and ask it for its files."""
-    import sys
-
-    port, token = _free_port(), "classroom-test"
-    line = _make_dry_run(target, LAB_VENV=Path(sys.executable).parent.parent,
-                         LAB_ARGS=f"--no-browser --port={port} --IdentityProvider.token={token}")
-    env = dict(os.environ, HOME=str(tmp_path), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
-    server = subprocess.Popen(shlex.split(line), cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        listing, deadline = None, time.monotonic() + SERVER_START_TIMEOUT
-        while time.monotonic() < deadline:  # until it answers, it exits, or a generous bound passes
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents?token={token}", timeout=5) as r:
-                    listing = json.load(r)
-                break
-            except OSError:
-                if server.poll() is not None:
-                    break
-                time.sleep(0.5)
-        assert listing is not None, f"the server of `make {target}` did not answer"
-        names = sorted(item["name"] for item in listing["content"])
-        assert "03_softmax_and_scaling.ipynb" in names and "README.md" not in names
-        url = f"http://127.0.0.1:{port}/api/contents/03_softmax_and_scaling.ipynb?token={token}"
-        with urllib.request.urlopen(url, timeout=SERVER_START_TIMEOUT) as r:
-            notebook = json.dumps(json.load(r)["content"])
-        assert marker in notebook
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=30)
 
 
 def test_the_manual_template_reads_back_names_a_spreadsheet_would_run(tmp_path):

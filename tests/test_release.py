@@ -350,6 +350,8 @@ def test_student_notebooks_are_the_release_without_its_version(toy, tmp_path):
     student = json.loads(files[f"{STUDENT_DIR}/notebooks/99_toy.ipynb"])
     assert released["metadata"]["attention_book"].pop("version")
     assert "version" not in student["metadata"]["attention_book"]
+    # the student notebook carries its own digest (make_student_notebooks keeps a copy edited since)
+    assert len(student["metadata"]["attention_book"].pop("generated_sha256")) == 64
     assert student == released
     assert student_notebooks(Course.load(toy)) == files  # deterministic
 

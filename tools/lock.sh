@@ -8,6 +8,9 @@
 #   tools/lock.sh                      # rewrite requirements-lock.txt
 #   TORCH_SPEC=torch==2.14.0 tools/lock.sh
 #
+# It then checks that every pin installs on the course's Python floor (3.11.0: tools/setup_common.sh)
+# and names the ones that do not, to be pinned to an older release by hand.
+#
 # Policy (CONTRIBUTING.md, "Dependencies"): upgrading is a deliberate commit: run this script (or
 # edit one pin), rebuild the book, run the whole test suite (the browser tests click the site),
 # look at _build/screenshots, commit the lock with what changed. Readers' requirements.txt keeps
@@ -38,3 +41,22 @@ torch_version=$("$work/venv/bin/python" -c "import torch; print(torch.__version_
     | sed -E "s/^torch==.*/torch==$torch_version/"
 } > requirements-lock.txt
 echo "[lock] wrote requirements-lock.txt ($(grep -c '==' requirements-lock.txt) pins)"
+
+# Every pin must install on the course's Python floor (tools/setup_common.sh, PYTHON_FLOOR; Debian
+# 12's python3.11 is 3.11.2): read each pinned release's Requires-Python (pip fetches metadata only).
+source tools/setup_common.sh
+echo "[lock] checking that every pin accepts Python $PYTHON_FLOOR.0"
+"$work/venv/bin/python" -m pip install -q --dry-run --ignore-installed --no-deps \
+  --report "$work/report.json" -r requirements-lock.txt
+"$work/venv/bin/python" - "$work/report.json" "$PYTHON_FLOOR.0" <<'EOF'
+import json, sys
+from pip._vendor.packaging.specifiers import SpecifierSet
+report, floor = json.load(open(sys.argv[1])), sys.argv[2]
+refused = [f"{m['name']}=={m['version']} (Requires-Python {m['requires_python']})" for m in
+           (item["metadata"] for item in report["install"])
+           if m.get("requires_python") and not SpecifierSet(m["requires_python"]).contains(floor)]
+if refused:
+    sys.exit(f"[lock] these pins refuse Python {floor}, the course's floor: {', '.join(refused)}; pin "
+             "the newest release that accepts it in requirements-lock.txt (soupsieve==2.10 was one)")
+print(f"[lock] every pin accepts Python {floor}")
+EOF

@@ -7,6 +7,8 @@ button, the student release). The same URL is repeated where a reader sees or ru
 cell of every notebook (``REPO_URL``, which installs the companion package in Colab; a test
 compares it with _config.yml) and the clone/Colab lines of the docs. This script replaces the
 current URL (read from _config.yml) by the new one in all of them, and prints what it changed.
+The generated student notebooks (``student/``) are not edited in place: they are generated again
+from the changed chapters (tools/make_student_notebooks.py, which keeps a copy someone edited).
 """
 
 from __future__ import annotations
@@ -19,8 +21,7 @@ from typing import List
 
 ROOT = Path(__file__).resolve().parents[1]
 # Every file that names the repository URL (globs relative to the repository root).
-FILES = ["_config.yml", "notebooks/*.ipynb", "book/*.ipynb", "book/*.md", "student/notebooks/*.ipynb", "student/*.md",
-         "README.md", "CONTRIBUTING.md",
+FILES = ["_config.yml", "notebooks/*.ipynb", "book/*.ipynb", "book/*.md", "README.md", "CONTRIBUTING.md",
          "pyproject.toml"]
 URL = re.compile(r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
@@ -61,8 +62,11 @@ def main(argv=None) -> int:
         return 2
     for path in changed:
         print(f"{path.relative_to(ROOT)}: {old} -> {args.url}")
-    print(f"{len(changed)} files changed")
-    return 0
+    print(f"{len(changed)} files changed; the student notebooks follow the chapters:")
+    sys.path.insert(0, str(ROOT / "tools"))
+    from make_student_notebooks import main as make_student_notebooks
+
+    return make_student_notebooks([])
 
 
 if __name__ == "__main__":

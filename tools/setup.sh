@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
 # Creates .venv with everything needed to build the book and run the tests.
 # Idempotent: a second run only re-installs when requirements or pyproject changed.
-#   tools/setup.sh            python packages (venv, torch CPU wheel first, requirements-dev)
+#   tools/setup.sh            python packages (venv, PyTorch, requirements-dev at the locked versions)
 #   tools/setup.sh --browser  also Chromium (Debian package) and a local MathJax copy for browser tests
 #   tools/setup.sh --nonroot  (root) an unprivileged user and its venv for the grader's security suite
+# It first checks the Python (3.11 or newer: tools/setup_common.sh says why), and installs PyTorch
+# once into .cache/torch/, shared with make lab's environment (without a CUDA GPU: the CPU build
+# from PyTorch's CPU index), then says what it installed and how big the environment is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+SETUP_TAG=setup
+source tools/setup_common.sh
 
 VENV=${VENV:-.venv}
-PYTHON=${PYTHON:-python3}
-# On a machine without a GPU, install the CPU build of torch first so that the
-# `torch>=2.5` range in requirements.txt is already satisfied (no multi-GB CUDA wheel).
 TORCH_SPEC_DEFAULT="torch==2.13.0"  # the torch pin of requirements-lock.txt (tests/test_lock.py)
 TORCH_SPEC=${TORCH_SPEC:-$TORCH_SPEC_DEFAULT}
 
 # Build and test dependencies are locked (tools/lock.sh writes the lock; CONTRIBUTING.md,
 # "Dependencies"): the same versions on every machine, so the site looks and works the same.
 LOCK=requirements-lock.txt
+TORCH_LOCK=$LOCK  # torch's own dependencies at the locked versions
 if [ "$TORCH_SPEC" != "$TORCH_SPEC_DEFAULT" ]; then
-  # another torch on purpose (TORCH_SPEC=...): lock everything else
-  mkdir -p "$VENV"
-  grep -v -i '^torch==' requirements-lock.txt > "$VENV/.lock-without-torch.txt"
+  # another torch on purpose (TORCH_SPEC=..., e.g. make test-compat): it brings the dependencies it
+  # pins (torch 2.5 pins sympy 1.13.1, the lock has 1.14), the lock holds everything else
+  TORCH_LOCK=""
   LOCK="$VENV/.lock-without-torch.txt"
 fi
 # The autograder runs each submission isolated with bubblewrap (`attention-book grade` refuses
@@ -61,44 +64,51 @@ if [ "${1:-}" = "--nonroot" ]; then
   nonroot_stamp="$nonroot_venv/.attention-book-installed"
   # what the grader and its security suites import (tests/test_grader_output_hostile.py renders
   # pages with markdown-it and linkify, and exports executed copies with nbconvert)
-  nonroot_packages="$TORCH_SPEC numpy matplotlib ipywidgets anywidget tiktoken tqdm nbformat ipykernel \
+  nonroot_packages="numpy matplotlib ipywidgets anywidget tiktoken tqdm nbformat ipykernel \
 jupyter_client pyzmq pyyaml pytest pytest-timeout hypothesis markdown-it-py linkify-it-py nbconvert"
-  if [ ! -f "$nonroot_stamp" ] || [ "$(cat "$nonroot_stamp")" != "$nonroot_packages" ] \
+  if [ ! -f "$nonroot_stamp" ] || [ "$(cat "$nonroot_stamp")" != "$TORCH_SPEC $nonroot_packages" ] \
       || [ -n "$(find pyproject.toml -newer "$nonroot_stamp" 2>/dev/null)" ]; then
     echo "[setup] virtual environment $nonroot_venv for $user"
     mkdir -p .cache
     "$system_python" -m venv "$nonroot_venv"
     "$nonroot_venv/bin/python" -m pip install -q --upgrade pip
-    # the lock is made with the main venv's Python; a locked release that needs a newer one than
-    # Debian's (soupsieve 4.1.3, nbconvert's HTML parser, needs 3.11.5; Debian 12 has 3.11.2) is
-    # left to pip
-    grep -v -i '^soupsieve==' "$LOCK" > .cache/nonroot-constraints.txt
+    use_shared_torch "$nonroot_venv" "$TORCH_SPEC" "$TORCH_LOCK"
+    if [ ! -f "$LOCK" ]; then
+      mkdir -p "$(dirname "$LOCK")"
+      grep -v -i '^torch==' requirements-lock.txt > "$LOCK"
+    fi
     # shellcheck disable=SC2086 # the list is split into packages on purpose
-    "$nonroot_venv/bin/python" -m pip install -q -c .cache/nonroot-constraints.txt $nonroot_packages
+    "$nonroot_venv/bin/python" -m pip install -q -c "$LOCK" $nonroot_packages
     "$nonroot_venv/bin/python" -m pip install -q --no-deps -e .
-    echo "$nonroot_packages" > "$nonroot_stamp"
+    echo "$TORCH_SPEC $nonroot_packages" > "$nonroot_stamp"
   fi
-  chmod -R a+rX "$nonroot_venv"
+  chmod -R a+rX "$nonroot_venv"  # PyTorch's files in it are hard links: the shared copy becomes readable too
   exit 0
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then
-  echo "[setup] creating virtual environment $VENV"
+  choose_python
+  say "creating virtual environment $VENV with $PYTHON ($("$PYTHON" --version 2>&1))"
   "$PYTHON" -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip
+else
+  check_venv_python "$VENV"
 fi
 
 stamp="$VENV/.attention-book-installed"
 inputs="requirements.txt requirements-dev.txt requirements-lock.txt pyproject.toml"
 if [ ! -f "$stamp" ] || [ -n "$(find $inputs -newer "$stamp" 2>/dev/null)" ]; then
-  if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
-    echo "[setup] installing $TORCH_SPEC"
-    "$VENV/bin/python" -m pip install -q "$TORCH_SPEC"
+  use_shared_torch "$VENV" "$TORCH_SPEC" "$TORCH_LOCK"
+  if [ "$LOCK" != requirements-lock.txt ]; then
+    brought=$(cd "$(cat "$VENV/.attention-book-torch")" && ls -d ./*.dist-info \
+      | sed -E 's#^\./##; s#-[^-]+\.dist-info$##; s#[-_.]+#[-_.]#g' | paste -sd'|' -)
+    grep -v -i -E "^(torch|${brought:-torch})==" requirements-lock.txt > "$LOCK"
   fi
-  echo "[setup] installing requirements-dev.txt (versions from $LOCK)"
+  say "installing requirements-dev.txt (versions from $LOCK)"
   "$VENV/bin/python" -m pip install -q -c "$LOCK" -r requirements-dev.txt
   "$VENV/bin/python" -m ipykernel install --sys-prefix --name python3 >/dev/null
   touch "$stamp"
+  report_size "$VENV"
 fi
 
 ensure_bwrap

@@ -29,7 +29,8 @@ a small self-contained ``text/html`` version of itself for the static site.
 Modules: ``_inputs`` (checking the reader's tensors), ``_widgets`` (the widget classes),
 ``_static`` (the kernel-free HTML packager), ``_factories`` (the four functions above),
 ``_demo`` (seeded demo data, and a next-word distribution counted in chapter 9's novels),
-``explorer.js`` / ``explorer.css`` (the view).
+``_colab`` (Colab's custom widget manager, switched on before an explorer is shown, and the line
+a front end without widgets shows instead), ``explorer.js`` / ``explorer.css`` (the view).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import torch
 import traitlets
 
 from ..functional import masked_softmax, scaled_dot_product_attention
+from ._colab import enable_colab_widgets, no_widget_text
 from ._inputs import ExplorerInputError, Matrix, Vector, check_heads, check_int, check_projection
 from ._static import CSS, ESM, static_build, static_html
 
@@ -76,17 +77,27 @@ class _Explorer(anywidget.AnyWidget):
     def _repr_mimebundle_(self, **kwargs):
         if static_build() or self.comm is None:
             return {"text/plain": self._plain_text(), "text/html": self.static_html(once_per_page=True)}, {}
-        return super()._repr_mimebundle_(**kwargs)
+        enable_colab_widgets()  # before the view is sent: Colab renders it with its custom manager
+        bundle = getattr(super(), "_repr_mimebundle_", lambda **_: None)(**kwargs)
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+        if not data:  # an anywidget without its own bundle (older releases)
+            data = {"application/vnd.jupyter.widget-view+json": {
+                "version_major": 2, "version_minor": 0, "model_id": self.model_id}}
+        # a front end that cannot render the widget shows text/plain: say why, not the object's repr
+        return dict(data, **{"text/plain": no_widget_text(type(self).__name__, len(self.tokens))}), metadata
 
-    if _IPYWIDGETS_MAJOR < 8:  # ipywidgets 7 (Colab) displays widgets through _ipython_display_
+    def _display_with_ipywidgets7(self, **kwargs):
+        """ipywidgets 7 (older Colab runtimes) displays widgets through ``_ipython_display_``,
+        whose text/plain would be the object's repr: publish this class's bundle instead."""
+        from IPython.display import display
 
-        def _ipython_display_(self, **kwargs):
-            if not (static_build() or self.comm is None):
-                return super()._ipython_display_(**kwargs)
-            from IPython.display import display
+        data, metadata = self._repr_mimebundle_()
+        display(data, raw=True, metadata=metadata)
+        if not (static_build() or self.comm is None) and hasattr(self, "_handle_displayed"):
+            self._handle_displayed(**kwargs)
 
-            data, _ = self._repr_mimebundle_()
-            display(data, raw=True)
+    if _IPYWIDGETS_MAJOR < 8:
+        _ipython_display_ = _display_with_ipywidgets7
 
 
 class _ProjectionExplorer(_Explorer):

@@ -40,6 +40,9 @@ __all__ = [
     "student_notebooks",
     "numbering_table",
     "generated_files",
+    "GENERATED_KEY",
+    "stamp_generated",
+    "edited_after_generation",
 ]
 
 ZIP_NAME = "attention-book-student-release.zip"
@@ -72,6 +75,8 @@ def _set_source(cell, text: str) -> None:
     cell["source"] = text.splitlines(keepends=True)
 
 
+#: the empty answer cell of a written exercise
+ANSWER_STUB = "**Your answer:** (double-click to write here)"
 #: what the student edition says instead of a sentence about the site's solution dropdowns
 NO_SOLUTIONS = "This student edition has no solutions: write your own answer, then run its self-check."
 _DROPDOWN = re.compile(r"\bdrop-?downs?\b", re.IGNORECASE)
@@ -148,7 +153,7 @@ def release_notebook(nb, chapter: Chapter, ctx: ConvertContext, version: str = "
         if role == "exercise" and exercise.kind == "written":
             cells.append({"cell_type": "markdown", "id": f"{new['id']}-answer",
                           "metadata": {"attention_book": {"exercise": exercise.label, "role": "answer"}},
-                          "source": ["**Your answer:** (double-click to write here)"]})
+                          "source": [ANSWER_STUB]})
         if cell["cell_type"] == "code" and not notice_added:
             cells.append({"cell_type": "markdown", "id": f"{chapter.stem[:2]}-release",
                           "metadata": {}, "source": NOTICE.splitlines(keepends=True)})
@@ -278,12 +283,64 @@ def build_release(course: Course, out: Path, branch: str = "release") -> Release
 # --------------------------------------------------------------------------------------------------
 
 
+#: key of a generated student notebook's ``metadata.attention_book``: the SHA-256 of the notebook as
+#: generated (without this key), so that a copy someone edited afterwards is recognised and kept
+GENERATED_KEY = "generated_sha256"
+
+
+def _digest(nb: dict) -> str:
+    import hashlib
+
+    meta = dict(nb.get("metadata", {}).get("attention_book") or {})
+    meta.pop(GENERATED_KEY, None)
+    unstamped = dict(nb, metadata=dict(nb.get("metadata", {}), attention_book=meta))
+    return hashlib.sha256(dumps_notebook(unstamped).encode("utf-8")).hexdigest()
+
+
+def stamp_generated(nb: dict) -> str:
+    """``nb`` in the storage format, stamped with the digest of its own content (GENERATED_KEY)."""
+    nb = copy.deepcopy(nb)
+    nb["metadata"].setdefault("attention_book", {})[GENERATED_KEY] = _digest(nb)
+    return dumps_notebook(nb)
+
+
+def edited_after_generation(text: str) -> Optional[str]:
+    """Why the student notebook ``text`` holds someone's work (None for an untouched generated file).
+
+    A generated notebook carries the digest of its content: any change made afterwards (answers,
+    outputs, notes, even a save by Jupyter) makes it differ. A notebook without the digest (written
+    before it existed) counts as edited when it holds outputs or an answer cell that is not the
+    generated stub. Unreadable JSON counts as edited: it is never the generator's output.
+    """
+    import json
+
+    try:
+        nb = json.loads(text)
+        stamp = (nb.get("metadata", {}).get("attention_book") or {}).get(GENERATED_KEY)
+    except (ValueError, AttributeError):
+        return "it is not the notebook JSON the generator writes"
+    if stamp is not None:
+        return None if stamp == _digest(nb) else "it changed after it was generated"
+    for cell in nb.get("cells", []):
+        if cell.get("outputs") or cell.get("execution_count") is not None:
+            return "it holds outputs"
+        if (cell.get("metadata", {}).get("attention_book") or {}).get("role") == "answer":
+            text = cell_text(cell)
+            stub = "raise NotImplementedError(" in text if cell.get("cell_type") == "code" else (
+                text.strip() == ANSWER_STUB)
+            if not stub:
+                return "an answer cell holds more than the generated stub"
+    return None
+
+
 def student_notebooks(course: Course) -> Dict[str, str]:
     """``{"student/notebooks/03_....ipynb": text}``: the student edition of every chapter.
 
     The same notebooks as :func:`build_release` writes, without the package version in their
-    metadata (so a version bump does not make them stale); the site's Colab, Binder and download
-    buttons open them (book/_ext/student_links.py).
+    metadata (so a version bump does not make them stale), each stamped with the digest of its
+    content (:func:`stamp_generated`: tools/make_student_notebooks.py never overwrites a copy that
+    changed since); the site's Colab, Binder and download buttons open them
+    (book/_ext/student_links.py).
     """
     import nbformat
 
@@ -295,7 +352,7 @@ def student_notebooks(course: Course) -> Dict[str, str]:
         nb = nbformat.read(str(course.root / chapter.path), as_version=4)
         ctx.images.clear()
         student = release_notebook(nb, chapter, ctx)
-        files[f"{STUDENT_DIR}/{chapter.path}"] = dumps_notebook(student)
+        files[f"{STUDENT_DIR}/{chapter.path}"] = stamp_generated(student)
     return files
 
 
