@@ -207,6 +207,15 @@ def test_no_hidden_input_reaches_a_page_a_record_or_a_copy(graded):
 
 
 @pytest.mark.slow
+def test_a_spy_that_walks_the_stack_is_refused_and_its_page_says_why(graded):
+    """The spy as first written (it told the grader's calls by the stack's frames) is stopped
+    earlier since the own-work rule (issue 29 item 3): every answer it wraps looks code up at run
+    time, scores 0 and is not called by its self-check, whose words say why on the page."""
+    _assert(attacks.check_frame_spy_refused(graded["out"]))
+    _assert(attacks.check_every_exercise_accounted(graded["out"], "spy-frames-3.2"))
+
+
+@pytest.mark.slow
 def test_no_hidden_input_crosses_to_the_second_run_through_the_keyrings(graded):
     """The second run is safe only while no state outlives a sandbox: the kernel keyrings did,
     until the sandbox's system-call filter refused ``keyctl`` and ``add_key`` and gave each

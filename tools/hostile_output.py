@@ -110,6 +110,7 @@ def run_group(group: str, root: Path, python: str, work: Path) -> dict:
                                                                   "wrong-3.2")
         checks["no hidden input in pages/records/copies"] = _safely(attacks.check_no_hidden_input_leaks, out)
         checks["the spy's 3.2 self-check shown (nothing to leak)"] = _safely(attacks.check_spy_self_check_shown, out)
+        checks["a spy walking the stack: refused, page says why"] = _safely(attacks.check_frame_spy_refused, out)
     elif group == "keyring":
         checks["no hidden input through the keyrings"] = _safely(lambda o: attacks.check_no_keyring_leak(o)[:2], out)
     return {"group": group, "exit": result["code"], "seconds": round(time.monotonic() - started, 1),

@@ -14,7 +14,9 @@ A class of chapter 3 is built by :func:`build_class` into a submissions folder:
   SVG, Markdown and LaTeX with scripts, a widget view and a fake PNG;
 * **self-checks** (item 10): a notebook wrong on Exercise 3.2 only (its self-check's hints must
   reach the page), one that records the grader's hidden inputs and prints them from every
-  answer and every ``print`` (through a replaced ``sys.stdout``), and one that carries them to
+  answer and every ``print`` (through a replaced ``sys.stdout``), the same spy telling the
+  grader's calls by the stack's frames (refused by the own-work rule: its page must say why),
+  and one that carries them to
   the second run through the kernel's keyrings: no hidden input may reach a page, a record or an
   executed copy.
 
@@ -85,19 +87,16 @@ class _Page:
 _Page()
 '''
 
-#: records what the grader's hidden tests send (only calls made while the grader's kernel-side
-#: server is on the stack) and prints it from every answer and, through a replaced sys.stdout,
-#: after everything the notebook prints
+#: records what the grader's hidden tests send (the calls made while the grader silences the
+#: answer's prints: no walk of the stack's frames, which the own-work rule refuses as code looked
+#: up at run time, issue 29 item 3, so that the answers are graded and self-checked as usual) and
+#: prints it from every answer and, through a replaced sys.stdout, after everything the notebook
+#: prints
 SPY = r'''
 import sys as _sys
 _hidden_seen = []
 def _in_grader_call():
-    frame = _sys._getframe(1)
-    while frame is not None:
-        if frame.f_globals.get("__name__", "").endswith("kernel_side"):
-            return True
-        frame = frame.f_back
-    return False
+    return _sys.stdout is not _notebook_stdout  # the grader silences the answer's prints
 def _spy(function):
     def wrapper(*args, **kwargs):
         if _in_grader_call():
@@ -115,9 +114,19 @@ class _Tee:
     def __getattr__(self, name):
         return getattr(self._stream, name)
 _sys.stdout = _Tee(_sys.stdout)
+_notebook_stdout = _sys.stdout
 '''
 #: a hidden input in an output: the marker, then a non-empty list
 LEAKED = re.compile(r"LEAK-HIDDEN(?:-TEE)? \[['\"]")
+#: the spy as first written: it told the grader's calls by walking the stack's frames to the
+#: kernel-side server; the own-work rule now refuses such an answer (code looked up at run time:
+#: 0 points, and the self-check says why instead of calling it), and its page must say so
+FRAME_SPY = SPY.replace(
+    "def _in_grader_call():\n    return _sys.stdout is not _notebook_stdout  # the grader silences the answer's prints\n",
+    "def _in_grader_call():\n    frame = _sys._getframe(1)\n    while frame is not None:\n"
+    "        if frame.f_globals.get(\"__name__\", \"\").endswith(\"kernel_side\"):\n"
+    "            return True\n        frame = frame.f_back\n    return False\n")
+assert FRAME_SPY != SPY
 
 #: the spy's other way out: the graded run stores what the hidden tests send in the kernel's
 #: keyrings (session and user keyring, shared by every sandbox of one grader while a notebook may
@@ -142,15 +151,11 @@ def _key_read(ring):
 _probe = _libc.syscall(248, b"user", b"ab-grader-output-probe", b"x", 1, _ct.c_int(-4))
 _keyrings = "open" if _probe > 0 else "blocked"
 print("KEYRING", _keyrings)
+_notebook_stdout = _sys.stdout
 if _probe > 0:
     _libc.syscall(250, 21, _ct.c_long(_probe))  # KEYCTL_INVALIDATE
 def _in_grader_call():
-    frame = _sys._getframe(1)
-    while frame is not None:
-        if frame.f_globals.get("__name__", "").endswith("kernel_side"):
-            return True
-        frame = frame.f_back
-    return False
+    return _sys.stdout is not _notebook_stdout  # the grader silences the answer's prints
 def _spy(function):
     def wrapper(*args, **kwargs):
         if _in_grader_call():
@@ -235,7 +240,7 @@ GROUPS = {  # the attacks by group (tools/hostile_output.py grades each group on
     "written": "written-forge, written-separators",
     "surrogate": "written-surrogate",
     "active": "active-outputs",
-    "self-check": "wrong-3.2, spy-3.2",
+    "self-check": "wrong-3.2, spy-3.2, spy-frames-3.2",
     "keyring": "keyring-3.2",
 }
 EXACT = ("alice", "alice ")
@@ -264,7 +269,8 @@ def build_class(folder: Path, source, release, chapter, groups=tuple(GROUPS)) ->
     if "self-check" in groups:
         _write(folder, "wrong-3.2", wrong_on_32(solved))
         _write(folder, "spy-3.2", with_spy(wrong_on_32(solved)))
-        students += ["wrong-3.2", "spy-3.2"]
+        _write(folder, "spy-frames-3.2", with_spy(wrong_on_32(solved), FRAME_SPY))
+        students += ["wrong-3.2", "spy-3.2", "spy-frames-3.2"]
     if "keyring" in groups:
         _write(folder, "keyring-3.2", with_spy(wrong_on_32(solved), KEYRING_SPY))
         students.append("keyring-3.2")
@@ -526,6 +532,22 @@ def check_spy_self_check_shown(out: Path, student: str = "spy-3.2") -> Tuple[boo
     section = page.read_text(encoding="utf-8").split("## Exercise 3.2", 1)[-1] if page.is_file() else ""
     shown = "LEAK-HIDDEN []" in section.split("## Exercise 3.3", 1)[0]
     return shown, "shown, with nothing to leak" if shown else "not shown"
+
+
+def check_frame_spy_refused(out: Path, student: str = "spy-frames-3.2") -> Tuple[bool, str]:
+    """The spy that walks the stack's frames scores 0 on every code exercise ("looks code up at
+    run time"), and its 3.2 section shows the self-check saying why (from the run without tests)."""
+    record_path = out / "records" / f"{student}.ipynb.json"
+    record = json.loads(record_path.read_text(encoding="utf-8")) if record_path.is_file() else {}
+    zero = record.get("zero") or {}
+    refused = bool(zero) and all("looks code up at run time" in why for why in zero.values())
+    page = feedback_file(out, student)
+    text = page.read_text(encoding="utf-8") if page.is_file() else ""
+    section = text.split("## Exercise 3.2", 1)[-1].split("## Exercise 3.3", 1)[0]
+    said = "Your self-check" in section and "your answer looks code up at run time" in section
+    ok = refused and said
+    return ok, ("refused, and its page says why" if ok else
+                f"zero: {sorted(zero)}; 3.2's self-check says why: {said}")
 
 
 def check_no_keyring_leak(out: Path, student: str = "keyring-3.2") -> Tuple[bool, str, str]:
