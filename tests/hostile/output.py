@@ -121,11 +121,11 @@ LEAKED = re.compile(r"LEAK-HIDDEN(?:-TEE)? \[['\"]")
 #: the spy as first written: it told the grader's calls by walking the stack's frames to the
 #: kernel-side server; the own-work rule now refuses such an answer (code looked up at run time:
 #: 0 points, and the self-check says why instead of calling it), and its page must say so
-FRAME_SPY = SPY.replace(
-    "def _in_grader_call():\n    return _sys.stdout is not _notebook_stdout  # the grader silences the answer's prints\n",
-    "def _in_grader_call():\n    frame = _sys._getframe(1)\n    while frame is not None:\n"
-    "        if frame.f_globals.get(\"__name__\", \"\").endswith(\"kernel_side\"):\n"
-    "            return True\n        frame = frame.f_back\n    return False\n")
+_SILENCED = "    return _sys.stdout is not _notebook_stdout  # the grader silences the answer's prints\n"
+_FRAMES = ("    frame = _sys._getframe(1)\n    while frame is not None:\n"
+           "        if frame.f_globals.get(\"__name__\", \"\").endswith(\"kernel_side\"):\n"
+           "            return True\n        frame = frame.f_back\n    return False\n")
+FRAME_SPY = SPY.replace(_SILENCED, _FRAMES)
 assert FRAME_SPY != SPY
 
 #: the spy's other way out: the graded run stores what the hidden tests send in the kernel's
