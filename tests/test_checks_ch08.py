@@ -4,6 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from attention_book.checks import ch08
+from attention_book.checks.core import MAIN_VALUE_SHARE
 
 
 def flat_loss(logits, targets):
@@ -132,7 +133,8 @@ def test_training_step_not_flattened():
 def test_training_step_returns_tensor():
     verdict = ch08.training_step(returns_tensor)
     assert "return the loss as a Python float" in hints(verdict)
-    assert verdict.score == 3 / 4
+    # 3 of 4 checks pass, but the first (the main value test) fails: capped at half
+    assert verdict.score == MAIN_VALUE_SHARE
 
 
 def test_training_step_not_implemented():

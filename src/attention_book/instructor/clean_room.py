@@ -51,7 +51,9 @@ from .planning import Plan
 __all__ = ["check_own_work", "OwnWorkRun", "decide", "Findings", "chapter_names_missing", "CleanSession", "clean_cells",
            "visible_modules", "hidden_files", "extra_seconds", "still_stub", "CLEAN_CELLS_SECONDS", "OWN_CELLS"]
 
-#: seconds for the student's own cells in the fresh kernel (definitions: they run in moments)
+#: the least time the student's own cells get in the fresh kernel; they get the notebook's own
+#: limit when it is longer (a student's cell may train a model: an honest notebook that ran in
+#: time must not lose its own-work decision to a shorter limit)
 CLEAN_CELLS_SECONDS = 60.0
 OWN_CELLS = "in a fresh kernel holding only your own cells"
 #: package files the fresh kernel always sees: the request handler and what it imports, the
@@ -70,7 +72,7 @@ def extra_seconds(options) -> float:
     """The most time the own-work run adds to a submission (for the worker's hard deadline)."""
     from .runner import START_SECONDS
 
-    return START_SECONDS + min(float(options.timeout), CLEAN_CELLS_SECONDS) + float(options.tests_timeout)
+    return START_SECONDS + max(float(options.timeout), CLEAN_CELLS_SECONDS) + float(options.tests_timeout)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -507,7 +509,7 @@ class OwnWorkRun:
         self.cells, self.points = clean_cells(plan, self.runnable, course_texts)
         hidden = list(options.hidden_paths) + hidden_files(chapter_number, self.runnable)
         self.options = dataclasses.replace(options, hidden_paths=hidden, slot=f"{options.slot}-own",
-                                           timeout=min(float(options.timeout), CLEAN_CELLS_SECONDS),
+                                           timeout=max(float(options.timeout), CLEAN_CELLS_SECONDS),
                                            keep_all_outputs=False)
         self.wait_limit = float(options.timeout) + float(options.tests_timeout) + 2 * 90.0
         self.candidates: List[str] = []
