@@ -314,14 +314,14 @@ def gpt_speed_text(device="cpu") -> str:
 def gpt_speed_summary(device="cpu") -> dict:
     """The numbers chapter 9's prose quotes from :func:`gpt_speed_text` for ``device``'s kind:
     ``machine``, ``date``, the recipe's ``tokens_per_second`` and ``mfu``, and the generation
-    ``speedup`` (``None`` where it was not measured)."""
+    ``speedup``."""
     kind = getattr(device, "type", str(device).split(":")[0])
     if kind == "cuda":
         ref = GPT_GPU
         name, _, tokens = ref["training"][3]
         mfu = tokens * ref["flops_per_token"] / 1e12 / ref["ceilings"]["bfloat16"]
-        speedup = None if ref["generation"] is None else ref["generation"]["speedup"]
-        return dict(machine=ref["machine"], date=ref["date"], tokens_per_second=tokens, mfu=mfu, speedup=speedup)
+        return dict(machine=ref["machine"], date=ref["date"], tokens_per_second=tokens, mfu=mfu,
+                    speedup=ref["generation"]["speedup"])
     ref = GPT_SPEED_CPU
     recipe = ref["training"]["float32, fused attention (the recipe)"]
     return dict(machine=ref["machine"], date=ref["date"], tokens_per_second=recipe["tokens_per_second"],
