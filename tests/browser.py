@@ -117,6 +117,19 @@ def open_recorded_page(browser, url: str, mathjax_dir: Path, wait_for_math: bool
     return page
 
 
+SETTLED_JS = """() => document.readyState === "complete" && document.fonts.status === "loaded"
+    && [...document.images].every((image) => image.complete)"""
+
+
+def wait_until_settled(page) -> None:
+    """Wait until the page, its web fonts and its images have loaded (what axe-core's colour checks
+    read). A condition in the page, not Playwright's "networkidle": that lifecycle event is
+    Chromium's guess that no request is in flight, and on a loaded two-core machine it once never
+    came within WAIT_MS on a page that had finished loading (CI, 2026-11-27)."""
+    page.wait_for_function(SETTLED_JS)
+    page.evaluate("() => document.fonts.ready.then(() => true)")
+
+
 # --------------------------------------------------------------------------- site checks
 # Shared by tests/test_site.py and tools/site_report.py (which prints them per page).
 

@@ -38,10 +38,10 @@ def describe(violations) -> str:
 
 @pytest.mark.parametrize("name", PAGES)
 def test_no_serious_or_critical_axe_violations_in_either_theme(name, open_page, axe_available):
-    from browser import axe_violations, set_theme
+    from browser import axe_violations, set_theme, wait_until_settled
 
     page = open_page(f"{name}.html")
-    page.wait_for_load_state("networkidle")
+    wait_until_settled(page)
     for theme in ("light", "dark"):
         set_theme(page, theme)
         violations = axe_violations(page)

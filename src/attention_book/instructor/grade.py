@@ -105,6 +105,7 @@ class GradeOptions:
     keep_executed: bool = True
     max_output_chars: int = 20_000
     max_messages: int = 2_000
+    max_output_mb: int = 512  # output read from one cell before it is interrupted
     quiet: bool = False
     unsafe: bool = False  # run without the sandbox (the instructor's explicit choice)
     limits: Limits = field(default_factory=Limits)
@@ -397,6 +398,7 @@ def grade_folder(course: Course, folder: Path, out: Path, options: Optional[Grad
                              call_timeout=options.check_timeout,
                              tests_timeout=options.tests_timeout,
                              max_output_chars=options.max_output_chars, max_messages=options.max_messages,
+                             max_output_mb=options.max_output_mb,
                              unsafe=options.unsafe, limits=options.limits,
                              hidden_paths=[folder, out, course.hidden_dir.resolve(),
                                            course.points_file.resolve().parent],

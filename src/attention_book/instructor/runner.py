@@ -9,9 +9,9 @@ Everything the kernel sends is hostile data, and every wait has a deadline:
 * the kernel's sockets live inside the sandbox's own tmpfs; the grader reaches them through
   ``/proc/<pid>/root`` one path component at a time without following links and connects to the
   socket it found (``/proc/self/fd/N``): a link or FIFO planted there is refused, never opened;
-* messages are read with ZeroMQ's size and queue limits; per cell at most ``max_messages``
-  outputs and ``max_output_chars`` characters are kept; beyond, the cell is interrupted and the
-  grader stops reading that cell's outputs. Messages answering another request are dropped;
+* messages are read with ZeroMQ's size and queue limits; per cell at most ``max_output_chars``
+  characters are kept, and beyond ``max_messages`` outputs or ``max_output_mb`` MB of them the cell
+  is interrupted and the grader stops reading that cell's outputs. Messages answering another request are dropped;
 * the cells share one deadline (``timeout``), the grader's calls another (``tests_timeout``,
   each call at most ``call_timeout``): replies that never end or come with strange ids change
   nothing; at a deadline the kernel is interrupted and, if it does not answer, killed;
@@ -66,6 +66,7 @@ class RunOptions:
     tests_timeout: float = 120.0  # seconds for all calls of the hidden tests of one notebook
     max_output_chars: int = 20_000  # per cell, kept in the executed copy
     max_messages: int = 2_000  # output messages per cell; beyond: the cell is interrupted
+    max_output_mb: int = 64 * MAX_MESSAGE_BYTES // 2 ** 20  # output read per cell; beyond: interrupted
     max_reply_bytes: int = MAX_REPLY_BYTES
     unsafe: bool = False  # no sandbox (the instructor said so)
     limits: Limits = field(default_factory=Limits)
@@ -342,9 +343,9 @@ class Kernel:
                     if kind in ("execute_input", "comm_open", "comm_msg", "comm_close"):
                         continue
                     messages += 1
-                    if messages >= options.max_messages or read_bytes > 64 * MAX_MESSAGE_BYTES:
+                    if messages >= options.max_messages or read_bytes > options.max_output_mb * 2 ** 20:
                         outputs.note(f"\n[autograder: more than {options.max_messages} outputs (or "
-                                     f"{64 * MAX_MESSAGE_BYTES // 2 ** 20} MB of them): cell interrupted]\n")
+                                     f"{options.max_output_mb} MB of them): cell interrupted]\n")
                         self.interrupt()
                         reading_outputs = False
                         outcome = "flood"
@@ -659,7 +660,8 @@ def run_notebook(cells: List[dict], points: Dict[int, List[str]], on_point: Call
         result.timed_out = session.timed_out
     result.timed_out = result.timed_out or (result.stop or "").startswith(limit_text)
     if flooded:
-        result.flags.append(f"printed more than {options.max_messages} outputs in a cell (interrupted)")
+        result.flags.append(f"printed more than {options.max_messages} outputs or {options.max_output_mb} MB "
+                            "in a cell (interrupted)")
     first = session.first_call_cell if session is not None else None
     result.first_call_cell = first
     result.cell_errors = [
