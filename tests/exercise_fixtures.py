@@ -172,7 +172,24 @@ def hidden_verdict(chapter: str, label: str, code: str, name: str = "answer"):
     results = run_tests(tests, LocalSession(ns, code), reference)
     zero = [flag for flag in scan_code(code, set()) if "course package" in flag]
     zero += [message for message, _ in rule_violations(label, code, [code], [])]
+    zero += own_work_rule_zero(label, tests, code, ns, reference)
     return results, zero
+
+
+def own_work_rule_zero(label: str, tests, code: str, ns: dict, reference) -> list:
+    """The reasons the own-work run gives 0 for the exercise's rule on operations (the grader's
+    clean_room.decide, here on the same namespace): what the answer's traced calls and probes do."""
+    from attention_book.checks.rules import rule
+    from attention_book.instructor.clean_room import CleanSession, decide
+    from attention_book.instructor.grade import run_tests
+    from attention_book.instructor.hidden import LocalSession
+
+    if rule(label).ops is None:
+        return []
+    session = CleanSession(LocalSession(dict(ns), code), rule(label))
+    record: dict = {"results": {}, "zero": {}, "answer_flags": {}, "flags": []}
+    decide(record, label, tests, run_tests(tests, session, reference), session.findings)
+    return [record["zero"][label]] if label in record["zero"] else []
 
 
 def hidden_score(results, label: str, zero=()) -> float:

@@ -250,7 +250,48 @@ CH10 = [
          why="is_causal=True in the decode step (0.71 before)"),
 ]
 
-CASES: Dict[str, List[Case]] = {"03": CH03, "01": CH01, "07": CH07, "10": CH10}
+# ------------------------------------------- fused kernels (ex-07-from-memory) and SDPA (ex-10-sdpa)
+# Issue 30: "no fused kernel" and "calls SDPA" decided on what the answer calls, whatever names it
+# uses (the texts are the wrong-answer fixtures of tests/wrong_answers, shared with the self-checks)
+
+
+def _fixture(chapter: str, label: str, name: str) -> str:
+    import importlib
+
+    module = importlib.import_module(f"wrong_answers.ch{chapter}")
+    found = [w.code for w in module.WRONG_ANSWERS[label] if w.name == name]
+    return found[0] if found else module.CORRECT_ANSWERS[label][name]
+
+
+_MEMORY, _SDPA = "ex-07-from-memory", "ex-10-sdpa"
+FUSED = [
+    # (the grader's planning already gives 0 to a name computed at run time, "looks code up at run
+    # time", before the own-work run; the self-check names the fused kernel)
+    Case("fused-sdpa-getattr", _MEMORY, _fixture("07", _MEMORY, "fused-sdpa-getattr"), "zero",
+         why="SDPA through getattr(F, computed name)"),
+] + [
+    Case(name, _MEMORY, _fixture("07", _MEMORY, name), "zero", hint="a fused kernel used", why=why)
+    for name, why in (("fused-sdpa-module-alias", "SDPA through a module-level alias"),
+                      ("fused-sdpa-imported-as", "from torch.nn.functional import ... as s"),
+                      ("fused-sdpa-torch-C", "torch._C._nn.scaled_dot_product_attention"),
+                      ("fused-torch-module-renamed", "nn.MultiheadAttention imported under another name"))
+] + [
+    Case("own-method-named-sdpa", _MEMORY, _fixture("07", _MEMORY, "method-named-like-pytorchs-kernel"), "full",
+         why="a method of its own called scaled_dot_product_attention, by hand"),
+    Case("own-helper-named-sdpa", _MEMORY, _fixture("07", _MEMORY, "stacked-qkv-and-where"), "full",
+         why="a function of its own called scaled_dot_product_attention, by hand"),
+] + [
+    Case("hand-written-core", _SDPA, _fixture("10", _SDPA, "hand-written-core"), "zero",
+         hint="instead of by hand", why="numerically right, without SDPA"),
+    Case("hand-written-core-named-sdpa", _SDPA, _fixture("10", _SDPA, "hand-written-core-named-sdpa"), "zero",
+         hint="instead of by hand", why="by hand in a helper named scaled_dot_product_attention"),
+    Case("sdpa-module-level-alias", _SDPA, _fixture("10", _SDPA, "module-level-alias"), "full",
+         why="SDPA through a module-level alias"),
+    Case("sdpa-imported-under-other-names", _SDPA, _fixture("10", _SDPA, "imported-under-other-names"), "full",
+         why="torch.nn.functional as nnf, SDPA imported as fused"),
+]
+
+CASES: Dict[str, List[Case]] = {"03": CH03, "01": CH01, "07": CH07 + FUSED[:7], "10": CH10 + FUSED[7:]}
 ALL = [case for cases in CASES.values() for case in cases]
 
 #: the self-check of each exercise (module, function) and the name its answer defines
@@ -259,6 +300,8 @@ CHECKS = {
     "ex-03-scaled-weights": ("ch03", "scaled_weights", "scaled_weights"),
     "ex-01-one-hot": ("ch01", "one_hot_embedding", "embed_by_matrix_product"),
     "ex-07-decoder-block": ("ch07", "decoder_block", "DecoderBlock"),
+    "ex-07-from-memory": ("ch07", "from_memory", "CausalMultiHeadAttention"),
+    "ex-10-sdpa": ("ch10", "sdpa", "fused_attention"),
     "ex-10-gqa": ("ch10", "gqa", "grouped_attention"),
     "ex-10-rope": ("ch10", "rope", "rotate"),
     "ex-10-kv-step": ("ch10", "kv_step", "decode_step"),

@@ -246,6 +246,83 @@ def test_values_computed_outside_the_operations_are_found():
     assert session.findings.not_general == ["my_softmax"] and session.findings.violations == []
 
 
+def test_fused_kernels_are_seen_however_they_are_reached():
+    """ex-07-from-memory's and ex-10-sdpa's rules read the torch calls the recorder saw, not names
+    in the source: every way of reaching SDPA or nn.MultiheadAttention is the same call (on the
+    CPU, SDPA with dropout and nn.MultiheadAttention with need_weights=True run as plain matrix
+    products and a softmax, so the call is what shows them); a function of one's own with
+    PyTorch's name is not one."""
+    import torch.nn.functional as F
+
+    from attention_book.checks.opgraph import MISSING, rule_hint
+
+    fused, sdpa = rule("ex-07-from-memory").ops, rule("ex-10-sdpa").ops
+    q, k, v = (torch.randn(2, 2, 4, 8) for _ in range(3))
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    x = torch.randn(2, 4, 8)
+
+    def scaled_dot_product_attention(q, k, v):  # my own, by hand
+        return torch.softmax(q @ k.mT / q.shape[-1] ** 0.5, dim=-1) @ v
+
+    reached = {
+        "F": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        "getattr": lambda: getattr(F, "scaled_" + "dot_product_attention")(q, k, v),
+        "torch._C._nn": lambda: torch._C._nn.scaled_dot_product_attention(q, k, v),
+        "dropout (math path)": lambda: F.scaled_dot_product_attention(q, k, v, dropout_p=0.5),
+        "nn.MultiheadAttention": lambda: mha(x, x, x)[0],
+        "need_weights=False": lambda: mha(x, x, x, need_weights=False)[0],
+    }
+    for how, call in reached.items():
+        _, graph = record(call)
+        found = violations(graph, fused)
+        assert found and all(not name.startswith(MISSING) for name in found), how
+        assert rule_hint(fused, found).startswith("a fused kernel used"), how
+        assert violations(graph, sdpa) == [] or how.startswith(("nn.Multi", "need")), how
+    _, graph = record(scaled_dot_product_attention, (q, k, v))
+    assert violations(graph, fused) == []
+    assert violations(graph, sdpa) == [MISSING + "scaled_dot_product_attention"]
+    assert "instead of by hand" in rule_hint(sdpa, violations(graph, sdpa))
+
+
+def test_flex_attention_is_seen_though_it_cannot_be_recorded():
+    """FlexAttention (a higher-order operator) cannot run under the recorder: the call fails, and
+    what it reached before names it; the self-check says "a fused kernel", not a crash."""
+    pytest.importorskip("torch.nn.attention.flex_attention")
+    import warnings
+
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from attention_book.checks.core import RuleBroken, check_operations
+
+    q = torch.randn(1, 2, 4, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuleBroken, match="a fused kernel used.*flex_attention"):
+            check_operations("ex-07-from-memory", lambda t: flex_attention(t, t, t), q)
+
+
+def test_dropout_is_replayed_without_a_false_flag():
+    """A call whose output depends on a dropout mask is replayed (the grader's own draw), neither
+    compared with the kernel's values nor checked on fresh inputs; an initialisation drawn and
+    then overwritten does not count as random."""
+    import torch.nn.functional as F
+
+    from attention_book.checks.opgraph import is_random
+
+    def attend(q, k, v, training):
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=0.5 if training else 0.0)
+
+    session = CleanSession(LocalSession({"fused_attention": attend}), rule("ex-10-sdpa"))
+    q, k, v = (torch.randn(2, 2, 5, 4) for _ in range(3))
+    for training in (True, False):
+        out = session.call("fused_attention", q, k, v, training)
+        assert out.shape == (2, 2, 5, 4)
+    assert session.findings.misreported == [] and session.findings.not_general == []
+    assert session.findings.violations == []
+    _, graph = record(lambda t: torch.nn.init.uniform_(torch.empty(3)).copy_(t) * 2, (torch.ones(3),))
+    assert not is_random(graph)
+
+
 # ------------------------------------------------------------------------------------------------ the run's setup
 
 

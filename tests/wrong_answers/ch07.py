@@ -392,6 +392,14 @@ _SPLIT_LINE = "return t.view(B, T, H, hd).transpose(1, 2)"
 _BUFFER = """        self.register_buffer("mask", torch.triu(torch.ones(
             context_length, context_length, dtype=torch.bool), diagonal=1))"""
 
+_CORE = ("        scores = queries @ keys.transpose(-2, -1) / hd ** 0.5  # (B, H, T, T)\n"
+         "        " + _MASK_LINE + "\n"
+         "        " + _SOFTMAX_LINE + "\n"
+         "        context = weights @ values  # (B, H, T, hd)\n")
+_FUSED_CALL = ("        context = {call}(\n"
+               "            queries, keys, values, is_causal=True,\n"
+               "            dropout_p=self.dropout.p if self.training else 0.0)\n")
+
 FROM_MEMORY = [
     WrongAnswer("softmax-over-queries",
                 _memory((_SOFTMAX_LINE, _SOFTMAX_LINE.replace("dim=-1", "dim=-2"))),
@@ -461,6 +469,57 @@ class CausalMultiHeadAttention(nn.Module):
         hidden = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
         return torch_mha(self.W_query(x), self.W_key(x), self.W_value(x),
                          attn_mask=hidden, need_weights=False)[0]
+""",
+                "a fused kernel used"),
+    # the fused kernels reached by other names: each is still PyTorch's attention, not yours
+    WrongAnswer("fused-sdpa-getattr",
+                _memory(("from torch import nn\n", "from torch import nn\nimport torch.nn.functional as F\n"),
+                        (_CORE, "        kernel = getattr(F, \"scaled_\" + \"dot_product_attention\")\n"
+                                + _FUSED_CALL.format(call="kernel"))),
+                "a fused kernel used"),
+    WrongAnswer("fused-sdpa-module-alias",
+                _memory(("from torch import nn\n", "from torch import nn\nimport torch.nn.functional as F\n\n"
+                                                   "attend = F.scaled_dot_product_attention\n"),
+                        (_CORE, _FUSED_CALL.format(call="attend"))),
+                "a fused kernel used"),
+    WrongAnswer("fused-sdpa-imported-as",
+                _memory(("from torch import nn\n", "from torch import nn\nfrom torch.nn.functional import "
+                                                   "scaled_dot_product_attention as s\n"),
+                        (_CORE, _FUSED_CALL.format(call="s"))),
+                "a fused kernel used"),
+    WrongAnswer("fused-sdpa-torch-C",
+                _memory((_CORE, _FUSED_CALL.format(call="torch._C._nn.scaled_dot_product_attention"))),
+                "a fused kernel used"),
+    WrongAnswer("fused-torch-module-renamed",
+                """import torch
+from torch import nn
+from torch.nn import MultiheadAttention as Mixer
+
+
+class CausalMultiHeadAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads,
+                 qkv_bias=False):
+        super().__init__()
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        # identity projections inside: the mixing is all PyTorch's own attention
+        self.mixer = Mixer(d_out, num_heads, dropout=dropout, bias=False,
+                           batch_first=True)
+        with torch.no_grad():
+            self.mixer.in_proj_weight.copy_(torch.eye(d_out).repeat(3, 1))
+            self.mixer.out_proj.weight.copy_(torch.eye(d_out))
+        self.mixer.requires_grad_(False)
+        self.register_buffer("mask", torch.triu(torch.ones(
+            context_length, context_length, dtype=torch.bool), diagonal=1))
+
+    def forward(self, x):
+        T = x.shape[1]
+        q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)
+        mixed = self.mixer(q, k, v, attn_mask=self.mask[:T, :T],
+                           need_weights=False)[0]
+        return self.out_proj(mixed)
 """,
                 "a fused kernel used"),
     WrongAnswer("mask-not-sliced",
@@ -573,6 +632,38 @@ class CausalMultiHeadAttention(nn.Module):
         y = scaled_dot_product_attention(q, k, v, keep, self.attn_dropout)
         y = y.permute(0, 2, 1, 3).contiguous().view(B, T, -1)
         return self.out_proj(y)
+""",
+    "method-named-like-pytorchs-kernel": """import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class CausalMultiHeadAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads,
+                 qkv_bias=False):
+        super().__init__()
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.num_heads, self.p = num_heads, dropout
+        self.register_buffer("hidden", torch.ones(
+            context_length, context_length, dtype=torch.bool).triu(1))
+
+    def scaled_dot_product_attention(self, q, k, v):
+        # my own, by hand (PyTorch's fused kernel has the same name)
+        T = q.shape[-2]
+        scores = q @ k.mT / q.shape[-1] ** 0.5
+        scores = scores.masked_fill(self.hidden[:T, :T], float("-inf"))
+        weights = F.dropout(F.softmax(scores, dim=-1), self.p, self.training)
+        return weights @ v
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        q, k, v = (layer(x).unflatten(-1, (self.num_heads, -1)).transpose(1, 2)
+                   for layer in (self.W_query, self.W_key, self.W_value))
+        context = self.scaled_dot_product_attention(q, k, v)
+        return self.out_proj(context.transpose(1, 2).flatten(2))
 """,
     "loop-over-heads": """import torch
 from torch import nn

@@ -277,7 +277,18 @@ def fused_attention(query, key, value, key_padding_mask=None, causal=False,
     weights = torch.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1).nan_to_num(0.0)
     weights = F.dropout(weights, dropout, training=training)
     return weights @ value
-''', "call F.scaled_dot_product_attention"),
+''', "write it with F.scaled_dot_product_attention instead of by hand"),
+    # numerically right, by hand, in a helper of its own that carries PyTorch's name: the rule is
+    # on what the function calls, not on what its helpers are called
+    WrongAnswer("hand-written-core-named-sdpa", _SDPA + '''    return scaled_dot_product_attention(query, key, value, hidden, dropout if training else 0.0,
+                                        scale, training)
+
+
+def scaled_dot_product_attention(q, k, v, hidden, dropout_p, scale, training):
+    scores = q @ k.mT * (q.shape[-1] ** -0.5 if scale is None else scale)
+    weights = scores.masked_fill(hidden, float("-inf")).softmax(dim=-1).nan_to_num(0.0)
+    return F.dropout(weights, dropout_p, training=training) @ v
+''', "write it with F.scaled_dot_product_attention instead of by hand"),
     WrongAnswer("query-non-attempt", _SDPA + "    return query.clone()\n", "differs from the core",
                 non_attempt=True),
 ]
@@ -329,6 +340,38 @@ def fused_attention(query, key, value, key_padding_mask=None, causal=False,
     out = functional.scaled_dot_product_attention(query, key, value, attn_mask=keep,
                                                   dropout_p=dropout if training else 0.0, scale=scale)
     return out * keep.any(-1, keepdim=True)
+''',
+    # SDPA reached by other names: a module-level alias, the module imported under another name
+    "module-level-alias": '''import torch
+import torch.nn.functional as F
+
+sdpa = F.scaled_dot_product_attention  # a short name for the fused kernel
+
+
+def fused_attention(query, key, value, key_padding_mask=None, causal=False,
+                    dropout=0.0, training=False, scale=None):
+    keep = torch.ones(query.shape[-2], key.shape[-2], dtype=torch.bool)
+    if causal:
+        keep = keep.tril()
+    if key_padding_mask is not None:
+        keep = keep & ~key_padding_mask[:, None, None, :]
+    out = sdpa(query, key, value, attn_mask=keep, dropout_p=dropout if training else 0.0, scale=scale)
+    return torch.where(keep.any(-1, keepdim=True), out, 0.0)
+''',
+    "imported-under-other-names": '''import torch
+import torch.nn.functional as nnf
+from torch.nn.functional import scaled_dot_product_attention as fused
+
+
+def fused_attention(query, key, value, key_padding_mask=None, causal=False,
+                    dropout=0.0, training=False, scale=None):
+    p = dropout if training else 0.0
+    if key_padding_mask is None:
+        return nnf.scaled_dot_product_attention(query, key, value, is_causal=causal, dropout_p=p, scale=scale)
+    keep = ~key_padding_mask[:, None, None, :]
+    if causal:
+        keep = keep & torch.ones(query.shape[-2], key.shape[-2], dtype=torch.bool).tril()
+    return fused(query, key, value, attn_mask=keep, dropout_p=p, scale=scale) * keep.any(-1, keepdim=True)
 ''',
 }
 WRONG_ANSWERS["ex-10-sdpa"] = SDPA

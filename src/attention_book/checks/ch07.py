@@ -22,8 +22,7 @@ import torch
 from torch import nn
 
 from ..masks import causal_mask
-from .core import Guard, Hint, calls, close, register
-from .rules import rule
+from .core import Guard, Hint, check_operations, close, register
 
 __all__ = ["causal_softmax", "decoder_mask", "decoder_block", "reference_decoder_block", "block_structure_hint",
            "block_values_hint", "block_cases", "from_memory", "mask_buffer"]
@@ -1186,10 +1185,21 @@ def from_memory(CausalMultiHeadAttention):
             raise Hint(problem)
 
     def no_fused_kernel():
-        own = rule("ex-07-from-memory")  # the same rule the grader reads from the source
-        used = calls(Cls, own.forbidden)
-        if used:
-            raise Hint(own.message.format(names=", ".join(used)))
+        # judged on what the module does, built and run in both modes (the same rule the grader
+        # applies to its own runs, checks/rules.py): SDPA, nn.MultiheadAttention or FlexAttention
+        # reached by any name, alias or getattr counts; a helper of one's own named
+        # scaled_dot_product_attention does not
+        d, H = 6, 2
+        params = from_memory_parameters(d, d, False, seed=23)
+        x = torch.randn(2, 5, d, generator=torch.Generator().manual_seed(24), dtype=torch.float64)
+
+        def build_and_run(x):
+            module = _from_memory_build(Cls, d, d, 8, 0.5, H, False, params)
+            with torch.no_grad(), torch.random.fork_rng(devices=[]):
+                torch.manual_seed(25)
+                return module.eval()(x), module.train()(x)
+
+        check_operations("ex-07-from-memory", build_and_run, x)
 
     def moves_with_module():
         d, H = 6, 2

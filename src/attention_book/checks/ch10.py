@@ -24,7 +24,7 @@ import numbers
 
 import torch
 
-from .core import VALUES_FIRST, Guard, Hint, calls, check_operations, close, register
+from .core import VALUES_FIRST, Guard, Hint, check_operations, close, register
 
 __all__ = ["flops", "kv_step", "chunk_mask", "rope", "gqa", "sdpa", "cached_generation"]
 
@@ -664,7 +664,6 @@ def gqa(grouped_attention):
 # together need one combined mask, the scale passes through, dropout acts only in training,
 # and a query with nothing to see gets zeros (the core's rule).
 
-SDPA_NAMES = ("torch.nn.functional.scaled_dot_product_attention", "F.scaled_dot_product_attention")
 INVERTED = (
     "the mask means the opposite in SDPA: a boolean attn_mask is True where a key *takes part*, "
     "the book's masks are True where it is hidden; pass ~hidden"
@@ -831,9 +830,16 @@ def sdpa(fused_attention):
                        .replace("create self.dropout = ", "pass "))
 
     def uses_sdpa():
-        if not calls(fused_attention, SDPA_NAMES):
-            raise Hint("the exercise is to call F.scaled_dot_product_attention (torch.nn.functional) "
-                       "instead of writing the core by hand")
+        # judged on what the function does (the grader's rule, checks/rules.py): each call must
+        # reach F.scaled_dot_product_attention, by whatever name; a core written by hand, even
+        # in a helper named scaled_dot_product_attention, does not
+        query, key, value = _sdpa_inputs(3, 2, 5, 5, 4, seed=10)
+        check_operations("ex-10-sdpa", fused_attention, query, key, value,
+                         key_padding_mask=_LEFT_PADDING.clone(), causal=True)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(11)
+            check_operations("ex-10-sdpa", fused_attention, query, key, value, causal=True,
+                             dropout=0.5, training=True)
 
     def unchanged():
         tensors = _sdpa_inputs(2, 2, 4, 4, 4, seed=9)

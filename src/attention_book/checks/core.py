@@ -429,20 +429,28 @@ def _raiser(exc: BaseException) -> Callable[[], None]:
 
 def check_operations(exercise: str, answer, *args, **kwargs) -> None:
     """Raise a :class:`Hint` when ``answer(*args, **kwargs)`` does what ``exercise``'s ``ops``
-    rule forbids (:mod:`attention_book.checks.rules`): its tensor operations are recorded below
-    Python, so an alias, ``getattr`` or a library that calls a softmax for it counts the same
-    as ``torch.softmax``. The grader's decision (:mod:`attention_book.instructor.clean_room`) is
-    the same :func:`~attention_book.checks.opgraph.violations` on the operations it replays."""
-    from .opgraph import flatten_tensors, record, violations
+    rule forbids, or does not make a call it requires (:mod:`attention_book.checks.rules`): its
+    tensor operations and ``torch`` calls are recorded below Python, so an alias, ``getattr`` or
+    a library that calls a softmax for it counts the same as ``torch.softmax``. ``answer`` may be
+    any callable: a module's exercise passes one that builds the module and runs its forward.
+    The grader's decision (:mod:`attention_book.instructor.clean_room`) is the same
+    :func:`~attention_book.checks.opgraph.violations` on the operations it records there."""
+    from .opgraph import flatten_tensors, record, rule_hint, violations
     from .rules import rule
 
     own = rule(exercise).ops
     if own is None:
         return
-    _, graph = record(answer, args, kwargs)
-    found = violations(graph, own, flatten_tensors(args, kwargs))
+    try:
+        _, graph = record(answer, args, kwargs)
+        complete = True
+    except Exception as err:  # judged on what it reached before it failed (FlexAttention)
+        graph, complete = getattr(err, "opgraph", None), False
+        if graph is None or not violations(graph, own, None, complete=False):
+            raise
+    found = violations(graph, own, flatten_tensors(args, kwargs), complete=complete)
     if found:
-        raise RuleBroken(own.message.format(names=", ".join(found)))
+        raise RuleBroken(rule_hint(own, found))
 
 
 def close(actual, expected, atol: float = 1e-5) -> bool:

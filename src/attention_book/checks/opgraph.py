@@ -31,11 +31,14 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-__all__ = ["OpRule", "Graph", "GraphError", "Limits", "record", "replay", "violations", "generalizes", "perturb",
+__all__ = ["OpRule", "Graph", "GraphError", "Limits", "record", "replay", "violations", "rule_hint", "api_names",
+           "is_random", "MISSING", "generalizes", "perturb",
            "same_values", "has_float_inputs",
            "flatten_tensors", "graph_ops", "describe_ops"]
 
 GRAPH_VERSION = 1
+#: how :func:`violations` names a required call that a graph does not make
+MISSING = "no call of "
 
 
 class GraphError(ValueError):
@@ -44,21 +47,31 @@ class GraphError(ValueError):
 
 @dataclass(frozen=True)
 class OpRule:
-    """What an exercise forbids, as operations (see :func:`violations`).
+    """What an exercise forbids or requires, as operations (see :func:`violations`).
 
     ``ops``: substrings of ATen operation names the answer must not reach (``"softmax"``
     matches ``_softmax``, ``_log_softmax``, ``special_softmax``; ``"=mm"`` matches ``mm`` only);
-    ``lookup_of``: the position of
+    ``api``: the same for the ``torch`` functions it calls (recorded by the ``TorchFunctionMode``:
+    ``F.scaled_dot_product_attention`` however it is reached, by an alias, ``getattr`` or
+    ``torch._C._nn``, even where the CPU runs it as plain matrix products and a softmax;
+    ``F.multi_head_attention_forward`` inside ``nn.MultiheadAttention``; a function of the
+    answer's own is never one, whatever its name); ``lookup_of``: the position of
     an argument that must not be looked up by index (``weight[ids]``, ``F.embedding``,
     ``index_select``, ``gather``, ...: ex-01-one-hot asks for a matrix product); ``grouped_kernel``:
     a scaled-dot-product kernel must not get fewer key/value heads than query heads (the kernel
     would do the grouping, ``enable_gqa=True``); ``message``: the hint, ``{names}`` = what was found.
+    ``requires``: ``torch`` functions (exact names) each call must reach, at least one of them
+    (ex-10-sdpa: ``scaled_dot_product_attention``); ``missing_message``: the hint when a call
+    reaches none, ``{names}`` = the required names.
     """
 
     ops: Tuple[str, ...] = ()
     lookup_of: Optional[int] = None
     grouped_kernel: bool = False
     message: str = "{names}"
+    api: Tuple[str, ...] = ()
+    requires: Tuple[str, ...] = ()
+    missing_message: str = "{names}"
 
 
 @dataclass
@@ -244,7 +257,9 @@ def _literal(value, ref, depth=0):
 def record(function, args: Tuple = (), kwargs: Optional[Dict[str, Any]] = None) -> Tuple[Any, Graph]:
     """``(function(*args, **kwargs), graph)``: the value and every operation the call reached.
 
-    The answer's exceptions pass through unchanged. A value that is not made of tensors and plain
+    The answer's exceptions pass through unchanged, holding what it reached before it failed as
+    ``opgraph`` (FlexAttention, a higher-order operator, cannot run under the recorder: its name
+    is in the partial graph's ``api``). A value that is not made of tensors and plain
     data, or an argument that cannot be written down, raises :class:`GraphError`."""
     kwargs = dict(kwargs or {})
     graph = Graph()
@@ -252,8 +267,15 @@ def record(function, args: Tuple = (), kwargs: Optional[Dict[str, Any]] = None) 
     graph.inputs = len(inputs)
     Api, Ops = _recorder_modes()
     ops = Ops(graph, inputs)
-    with Api(graph), ops:
-        value = function(*args, **kwargs)
+    try:
+        with Api(graph), ops:
+            value = function(*args, **kwargs)
+    except Exception as err:
+        try:  # what the call reached before it failed (a fused kernel the recorder cannot run)
+            err.opgraph = graph
+        except Exception:  # noqa: BLE001 - an exception that takes no attributes
+            pass
+        raise
     graph.output = ops.ref(value) if _is_tensor(value) else _output(value, ops.ref)
     return value, graph
 
@@ -329,7 +351,7 @@ def _resolve(name: str):
     for argument in op._schema.arguments:
         text = str(argument.type)
         if any(word in text for word in ("Storage", "Stream", "Generator", "Dimname", "ScalarType[]")):
-            if "Generator" in text and "?" in text:
+            if "Generator" in text and ("?" in text or text.startswith("Optional[")):
                 continue  # an optional generator: None is fine, a generator cannot be recorded
             raise GraphError(f"the operation {name[:60]} takes a {text}")
     return op
@@ -600,24 +622,81 @@ def _tensor_refs(value, depth=0):
             yield from _tensor_refs(item, depth + 1)
 
 
-def violations(graph: Graph, rule: OpRule, arguments: Optional[List[Any]] = None) -> List[str]:
+def violations(graph: Graph, rule: OpRule, arguments: Optional[List[Any]] = None,
+               complete: bool = True) -> List[str]:
     """Which of ``rule``'s forbidden behaviours ``graph`` shows, as short names for the hint
-    (``"_softmax"``, ``"index (a lookup of argument 2)"``, ``"a kernel that groups the heads"``).
+    (``"_softmax"``, ``"scaled_dot_product_attention"``, ``"index (a lookup of argument 2)"``,
+    ``"a kernel that groups the heads"``, ``"no call of scaled_dot_product_attention"``);
+    :func:`rule_hint` turns them into the hint.
 
     ``arguments``: the call's input tensors (for the shapes the ``grouped_kernel`` rule reads;
-    the grader's own copies)."""
+    the grader's own copies). ``complete=False``: the graph of a call that failed part way
+    (what it reached so far): a required call it did not reach yet is not counted."""
     found: List[str] = []
-    names = graph_ops(graph)
-    for pattern in rule.ops:
-        for name in names:
-            hit = name == pattern[1:] if pattern.startswith("=") else pattern in name
-            if hit and name not in found:
-                found.append(name)
+    for patterns, names in ((rule.ops, graph_ops(graph)), (rule.api, api_names(graph))):
+        for pattern in patterns:
+            for name in names:
+                hit = name == pattern[1:] if pattern.startswith("=") else pattern in name
+                if hit and name not in found:
+                    found.append(name)
     if rule.lookup_of is not None:
         found += _lookups(graph, rule.lookup_of)
     if rule.grouped_kernel:
         found += _grouped_kernels(graph, arguments)
+    if rule.requires and complete and not set(rule.requires) & set(api_names(graph)):
+        found.append(MISSING + " or ".join(rule.requires))
     return found
+
+
+def rule_hint(rule: OpRule, found: List[str]) -> str:
+    """The hint for what :func:`violations` found: the rule's ``message`` for what the answer must
+    not do, its ``missing_message`` for a required call it did not make (both when both)."""
+    forbidden = [name for name in found if not name.startswith(MISSING)]
+    missing = [name[len(MISSING):] for name in found if name.startswith(MISSING)]
+    parts = []
+    if forbidden:
+        parts.append(rule.message.format(names=", ".join(forbidden)))
+    if missing:
+        parts.append(rule.missing_message.format(names=", ".join(dict.fromkeys(missing))))
+    return "; ".join(parts)
+
+
+def api_names(graph: Graph) -> List[str]:
+    """The distinct ``torch`` functions a graph's call made (its ``api``), in the order first called."""
+    return list(dict.fromkeys(str(name) for name, _ in graph.api))
+
+
+#: what the grader replays differently each time: random draws (dropout, initialisation)
+_RANDOM = ("bernoulli", "dropout", "rand", "normal", "uniform", "multinomial", "exponential", "geometric",
+           "cauchy", "log_normal", "random_", "poisson", "binomial", "_standard_gamma", "dirichlet")
+
+
+def is_random(graph: Graph) -> bool:
+    """Whether the graph's output depends on a random draw (a dropout mask; not a random
+    initialisation overwritten afterwards): its values differ from run to run, so they are
+    neither compared with the kernel's nor replayed on fresh inputs."""
+    tainted = set()
+    for index, node in enumerate(graph.nodes):
+        base = str(node.get("op", ""))[6:].partition(".")[0]
+        args = list(node.get("args") or [])
+        kwargs = node.get("kwargs") or {}
+        if any(word in base for word in _RANDOM):
+            tainted.add(index)
+            continue
+        if "scaled_dot_product" in base:  # a fused kernel that drops inside (dropout_p > 0)
+            dropout = kwargs.get("dropout_p", args[3] if len(args) > 3 else 0.0)
+            if isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and dropout > 0:
+                tainted.add(index)
+                continue
+        if base in ("copy_", "copy"):  # the destination's old values are gone
+            sources = list(_tensor_refs(args[1:2]))
+        elif base in ("fill_", "zero_"):
+            sources = []
+        else:
+            sources = list(_tensor_refs(args)) + list(_tensor_refs(list(kwargs.values())))
+        if any(ref.get("@") == "n" and ref.get("k") in tainted for ref in sources):
+            tainted.add(index)
+    return any(ref.get("@") == "n" and ref.get("k") in tainted for ref in _tensor_refs([graph.output]))
 
 
 def _lookups(graph: Graph, position: int) -> List[str]:

@@ -7,16 +7,18 @@ Two kinds of rule:
   operations the answer must not reach ("without a ready-made softmax": ``_softmax``,
   ``logsumexp``, the scaled-dot-product kernels, however they are reached), an argument it must
   not look up by index ("by a matrix product, not a lookup") or a kernel that must not group the
-  heads itself (``enable_gqa``). The self-check records the answer's operations in the student's
-  kernel; the grader records them in a fresh sandbox and replays them itself
-  (:mod:`attention_book.instructor.clean_room`). ``allowed`` lists what the exercise lets the
-  answer use (package objects or chapter names, e.g. the decoder block is built from the
-  chapter's ``MultiHeadAttention``); the own-work run makes exactly these importable.
-  (``no_index``, read from the source text, is no longer used: a local variable called
-  ``take`` is not a call. ``forbidden`` is left for one exercise whose answer is a module:
-  ex-07-from-memory's fused-kernel rule, dotted names only (``F.scaled_dot_product_attention``,
-  ``nn.MultiheadAttention``, ...), so a helper of the student's own with such a name is fine; the
-  own-work run traces functions, not a module's forward, yet.)
+  heads itself (``enable_gqa``); it may also *require* a call (ex-10-sdpa: each call must reach
+  ``F.scaled_dot_product_attention``, however it is spelled) and forbid ``torch`` functions by
+  the name the recorder saw called (ex-07-from-memory: no ``F.scaled_dot_product_attention``,
+  ``nn.MultiheadAttention`` or FlexAttention, reached by an alias, ``getattr`` or
+  ``torch._C._nn`` alike; a helper of the student's own called ``scaled_dot_product_attention``
+  is not one). The self-check records the answer's calls in the student's kernel; the grader
+  records them in a fresh sandbox (:mod:`attention_book.instructor.clean_room`): the calls of a
+  function (``function``), which it also replays itself, and the runs of a module's answer by the
+  hidden tests' procedures (``probes``: construction and ``forward``). No rule reads the answer's
+  source text. ``allowed`` lists what the exercise lets the answer use (package objects or
+  chapter names, e.g. the decoder block is built from the chapter's ``MultiHeadAttention``); the
+  own-work run makes exactly these importable.
 * **Own work only**: an answer must not be, call or wrap code the chapter body defines before
   the exercise (its worked functions and classes, and what it imports from ``attention_book``)
   unless ``allowed`` lists it. The names (with a digest of each definition) are generated from
@@ -44,7 +46,8 @@ from .opgraph import OpRule
 
 __all__ = ["Rule", "RULES", "rule", "chapter_code", "SOFTMAX_NAMES", "LOOKUP_NAMES", "READY_MADE",
            "LOOKUP_MESSAGE", "CHAPTER_CODE_FILE", "OpRule", "SOFTMAX_OPS", "READY_MADE_OPS", "GROUPING_MESSAGE",
-           "MATRIX_PRODUCT_OPS", "MATRIX_PRODUCT_MESSAGE", "FUSED_NAMES", "FUSED_MESSAGE"]
+           "MATRIX_PRODUCT_OPS", "MATRIX_PRODUCT_MESSAGE", "FUSED_OPS", "FUSED_MESSAGE", "SDPA_CALL",
+           "SDPA_MESSAGE"]
 
 CHAPTER_CODE_FILE = Path(__file__).with_name("chapter_code.json")
 
@@ -89,29 +92,31 @@ GROUPING_MESSAGE = (
     "heads for you ({names}); repeat the key/value heads first (repeat_interleave or indexing)"
 )
 
-#: every ready-made attention (ex-07-from-memory writes the computation itself); dotted names
-#: only, so a helper of the reader's own called ``scaled_dot_product_attention`` is not one
-FUSED_NAMES = (
-    "torch.nn.functional.scaled_dot_product_attention", "F.scaled_dot_product_attention",
-    "torch.nn.MultiheadAttention", "nn.MultiheadAttention",
-    "torch.nn.functional.multi_head_attention_forward", "F.multi_head_attention_forward",
-    "torch.nn.attention.flex_attention.flex_attention",
-)
+#: every ready-made attention (ex-07-from-memory writes the computation itself), as ATen operations
+#: and as torch functions called: F.scaled_dot_product_attention (however it is reached; on the
+#: CPU with dropout or need_weights it runs as plain operations, so its call is what counts),
+#: nn.MultiheadAttention (F.multi_head_attention_forward, its fast path
+#: torch._native_multi_head_attention) and FlexAttention
+FUSED_OPS = ("scaled_dot_product", "multi_head_attention", "flex_attention")
 FUSED_MESSAGE = (
     "a fused kernel used ({names}): this capstone asks for the computation itself, the scores, "
     "the mask, the softmax and the weighted sum written with torch operations (chapter 10 "
     "replaces them by F.scaled_dot_product_attention)"
 )
+#: ex-10-sdpa: the core must be PyTorch's (its name as the recorder sees it called)
+SDPA_CALL = ("scaled_dot_product_attention",)
+SDPA_MESSAGE = (
+    "your function never calls F.scaled_dot_product_attention (torch.nn.functional): write it "
+    "with F.scaled_dot_product_attention instead of by hand, that is the exercise"
+)
 
 
 @dataclass(frozen=True)
 class Rule:
-    forbidden: Tuple[str, ...] = ()  # dotted calls the answer must not make, read from the source
-    message: str = ""  # the hint when it does; {names} = the calls found
-    no_index: Optional[Tuple[str, int]] = None  # (function, argument position) not to index (unused)
     allowed: Tuple[str, ...] = ()  # package objects (dotted) or chapter names the answer may use
-    ops: Optional[OpRule] = None  # what the answer must not do, as tensor operations
+    ops: Optional[OpRule] = None  # what the answer must (not) do, as tensor operations and torch calls
     function: str = ""  # the function the ops rule applies to (the exercise's answer)
+    probes: Tuple[str, ...] = ()  # hidden-test procedures that run the answer (a module), judged too
 
 
 RULES: Dict[str, Rule] = {
@@ -119,9 +124,11 @@ RULES: Dict[str, Rule] = {
     "ex-02-score-loop": Rule(ops=OpRule(ops=MATRIX_PRODUCT_OPS, message=MATRIX_PRODUCT_MESSAGE),
                              function="scores_by_loop"),
     "ex-03-stable-softmax": Rule(ops=OpRule(ops=SOFTMAX_OPS, message=READY_MADE_OPS), function="my_softmax"),
-    "ex-07-from-memory": Rule(forbidden=FUSED_NAMES, message=FUSED_MESSAGE),
+    "ex-07-from-memory": Rule(ops=OpRule(ops=FUSED_OPS, api=FUSED_OPS, message=FUSED_MESSAGE),
+                              function="CausalMultiHeadAttention", probes=("ch07.from-memory",)),
     "ex-07-decoder-block": Rule(allowed=("attention_book.multihead.MultiHeadAttention", "MultiHeadAttention")),
     "ex-10-gqa": Rule(ops=OpRule(grouped_kernel=True, message=GROUPING_MESSAGE), function="grouped_attention"),
+    "ex-10-sdpa": Rule(ops=OpRule(requires=SDPA_CALL, missing_message=SDPA_MESSAGE), function="fused_attention"),
 }
 
 _NO_RULE = Rule()

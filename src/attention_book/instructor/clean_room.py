@@ -25,7 +25,11 @@ where the student's code cannot interfere with the decision:
    graph is also replayed on fresh inputs drawn from a secret seed and compared with a graph
    recorded on those inputs: numbers computed outside the recorded operations (NumPy, Python
    lists, values read with ``.item()``, a forged reply) do not carry over, and the submission is
-   flagged for the instructor.
+   flagged for the instructor (not the calls whose output depends on a random draw: a dropout
+   mask differs from draw to draw). A rule may also require a call (ex-10-sdpa: each call must
+   reach ``F.scaled_dot_product_attention``). A module's answer (ex-07-from-memory) is run by the
+   hidden tests' procedures (``probe``): those the rule lists (``probes``) are traced, construction
+   and forward, and judged on the operations and torch calls they recorded, not replayed.
 4. **A stub is a stub.** An answer whose functions still start with the release's ``raise
    NotImplementedError`` scores 0 ("not implemented"), whatever its kernel replies.
 
@@ -348,6 +352,8 @@ class CleanSession(Session):
             return False
         if op == "backward":
             return str(payload.get("graph")) in self.kept
+        if op == "probe":
+            return payload.get("name") in self.rule.probes
         return op in ("call", "grad") and (not self.rule.function or payload.get("name") == self.rule.function)
 
     def request(self, op: str, /, **payload: Any) -> dict:
@@ -355,6 +361,8 @@ class CleanSession(Session):
             return self.inner.request(op, **payload)
         if op == "backward":
             return self._backward(payload)
+        if op == "probe":
+            return self._probe(payload)
         import torch
 
         from .kernel_side import plain
@@ -375,9 +383,9 @@ class CleanSession(Session):
                     leaves.append(mine_kwargs[key])
         value = self._replay(graph, mine_args, mine_kwargs)
         self._judge(graph, name, args, kwargs)
-        from ..checks.opgraph import same_values
+        from ..checks.opgraph import is_random, same_values
 
-        if not same_values(plain(value), reported):
+        if not is_random(graph) and not same_values(plain(value), reported):
             if name not in self.findings.misreported:
                 self.findings.misreported.append(str(name))
         if op == "grad":
@@ -387,14 +395,37 @@ class CleanSession(Session):
                  "kwargs": {k: plain(v) for k, v in mine_kwargs.items() if isinstance(v, torch.Tensor)}}
         return {"ok": True, "value": plain(value), "after": after}
 
-    def _trace(self, name, args, kwargs):
-        from ..checks.opgraph import Graph, GraphError
+    def _probe(self, payload) -> dict:
+        """A hidden-test procedure that runs a module's answer (its construction and forward):
+        traced in the kernel and judged on what it recorded. Not replayed: a module's state
+        changes in ways no operation records (``param.data = ...`` in ``.double()``), so the
+        values the tests compare are the kernel's, as for every probe."""
+        name, inputs = payload.get("name"), dict(payload.get("inputs") or {})
+        graph, value = self._recorded(self.inner.request("probe", name=name, inputs=inputs, trace=True), name)
+        return {"ok": True, "value": value}
 
-        reply = self.inner.request("trace", name=name, args=args, kwargs=kwargs)
+    def _trace(self, name, args, kwargs):
+        return self._recorded(self.inner.request("trace", name=name, args=args, kwargs=kwargs), name, args, kwargs)
+
+    def _recorded(self, reply, name, args=(), kwargs=None):
+        """``(graph, reported value)`` of a trace reply; a call that failed in the kernel is judged
+        on what it reached (a fused kernel the recorder cannot run) and fails here too."""
+        from ..checks.opgraph import Graph, GraphError, flatten_tensors, violations
+
         try:
-            return Graph.from_data(reply.get("graph")), reply.get("value")
+            graph = Graph.from_data(reply.get("graph"))
         except GraphError as err:
             self._refuse(str(err))
+        failed = reply.get("failed")
+        if failed is not None or self.rule.probes and name in self.rule.probes:
+            arguments = flatten_tensors(args, kwargs) if failed is None else None
+            for found in violations(graph, self.rule.ops, arguments, complete=failed is None):
+                if found not in self.findings.violations:
+                    self.findings.violations.append(found)
+        if failed is not None:
+            failed = list(failed) if isinstance(failed, (list, tuple)) else []
+            raise AnswerError(str(failed[0] if failed else "Error")[:100], str(failed[1] if len(failed) > 1 else "")[:500])
+        return graph, reply.get("value")
 
     def _replay(self, graph, args, kwargs):
         from ..checks.opgraph import GraphError, replay
@@ -413,13 +444,14 @@ class CleanSession(Session):
         raise AnswerError("GraphRefused", text, from_grader=True)
 
     def _judge(self, graph, name, args, kwargs) -> None:
-        from ..checks.opgraph import GraphError, flatten_tensors, generalizes, has_float_inputs, perturb, violations
+        from ..checks.opgraph import (GraphError, flatten_tensors, generalizes, has_float_inputs, is_random, perturb,
+                                      violations)
 
         for found in violations(graph, self.rule.ops, flatten_tensors(args, kwargs)):
             if found not in self.findings.violations:
                 self.findings.violations.append(found)
-        if self.fresh_checks >= MAX_FRESH_CHECKS or not has_float_inputs(args, kwargs):
-            return
+        if self.fresh_checks >= MAX_FRESH_CHECKS or not has_float_inputs(args, kwargs) or is_random(graph):
+            return  # (a dropout mask: values differ from draw to draw)
         self.fresh_checks += 1
         fresh_args, fresh_kwargs = perturb(tuple(args), kwargs)
         try:
@@ -611,8 +643,10 @@ def decide(record: dict, label: str, tests: List[HiddenTest], clean_results: Lis
     zero = record.setdefault("zero", {})
     own = rule(label)
     if findings.violations:
+        from ..checks.opgraph import rule_hint
+
         names = ", ".join(findings.violations)
-        message = own.ops.message.format(names=names) if own.ops is not None else names
+        message = rule_hint(own.ops, findings.violations) if own.ops is not None else names
         zero[label] = f"breaks the exercise's rule: {message} (0 points)"
         _flag(record, label, f"breaks the exercise's rule ({names}), seen in the operations the grader replayed")
     if _fraction(clean_results, tests) < _fraction(results.get(label), tests):

@@ -10,11 +10,15 @@ op        what it does
 call      ``name(*args, **kwargs)``; the tensor arguments are sent back too ("after")
 has       whether the notebook defines ``name``
 trace     like call, and the tensor operations the call ran (:mod:`attention_book.checks.opgraph`):
-          the grader replays them itself and judges them ("write your own softmax")
+          the grader replays them itself and judges them ("write your own softmax"); a call
+          that fails replies ``{"ok": True, "failed": [ename, evalue], "graph": ...}`` with what
+          it reached before (FlexAttention cannot run under the recorder)
 grad      like call, with the arguments listed in ``positions``/``names`` requiring
           gradients; the graph is kept under ``graph`` for a later ``backward``
 backward  the gradients of a kept graph's leaves for the ``upstream`` gradients
-probe     one of the public procedures of :mod:`.probes`, with ``inputs``
+probe     one of the public procedures of :mod:`.probes`, with ``inputs``; with ``trace``, the
+          operations and torch calls it ran too (``graph``, as for trace): a module's answer,
+          judged on its construction and forward
 ========  =============================================================================
 
 The reply (one frame on ``REPLY_FD``) is ``{"ok": True, "value": ...}`` or ``{"ok": False,
@@ -136,6 +140,20 @@ def _after(args, kwargs):
             "kwargs": {k: plain(v) for k, v in kwargs.items() if isinstance(v, torch.Tensor)}}
 
 
+def _traced(function, args, kwargs) -> Dict[str, Any]:
+    """A trace reply: the value and the graph, or the error and the graph of what it reached."""
+    from ..checks.opgraph import record
+
+    try:
+        value, graph = record(function, args, kwargs)
+    except Exception as err:
+        partial = getattr(err, "opgraph", None)
+        if partial is None:
+            raise
+        return {"ok": True, "failed": [type(err).__name__[:100], str(err)[:MAX_TEXT]], "graph": partial.as_data()}
+    return {"ok": True, "value": plain(value), "graph": graph.as_data()}
+
+
 def handle(ns: Dict[str, Any], request: Dict[str, Any]) -> Dict[str, Any]:
     """Answer one request (see the table above) on the notebook's namespace ``ns``."""
     import torch
@@ -154,7 +172,10 @@ def handle(ns: Dict[str, Any], request: Dict[str, Any]) -> Dict[str, Any]:
                 procedure = PROBES.get(request.get("name"))
                 if procedure is None:
                     raise ValueError(f"no probe named {str(request.get('name'))[:60]!r}")
-                return {"ok": True, "value": plain(procedure(ns, **dict(request.get("inputs") or {})))}
+                inputs = dict(request.get("inputs") or {})
+                if request.get("trace"):
+                    return _traced(lambda **given: procedure(ns, **given), (), inputs)
+                return {"ok": True, "value": plain(procedure(ns, **inputs))}
             if op == "backward":
                 graph = GRAPHS.pop(str(request.get("graph")), None)
                 if graph is None:
@@ -172,10 +193,7 @@ def handle(ns: Dict[str, Any], request: Dict[str, Any]) -> Dict[str, Any]:
             args = list(request.get("args") or [])
             kwargs = dict(request.get("kwargs") or {})
             if op == "trace":
-                from ..checks.opgraph import record
-
-                value, graph = record(function, tuple(args), kwargs)
-                return {"ok": True, "value": plain(value), "graph": graph.as_data()}
+                return _traced(function, tuple(args), kwargs)
             if op == "call":
                 value = function(*args, **kwargs)
                 return {"ok": True, "value": plain(value), "after": _after(args, kwargs)}
