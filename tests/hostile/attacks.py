@@ -131,8 +131,11 @@ for _pattern in ("/root/*", "/root/.*/*", "/home/*/*", "/home/*/.*/*", "/tmp/*",
             continue
         if b"SECRET-H2-" in _data:
             print("LEAK: file", _path, _data[:200])
-        if _path.endswith("cmdline") and (b"attention_book.cli" in _data or b"attention-book" in _data
-                                          or b"pytest" in _data):  # the grader's own process
+        _args = _data.split(b"\x00")
+        # the grader's own process: its console script, its module or pytest, by argument (a
+        # checkout folder called attention-book in the sandbox's own command lines is not one)
+        if _path.endswith("cmdline") and (any(_a.rsplit(b"/", 1)[-1] == b"attention-book" for _a in _args[:2])
+                                          or any(b"attention_book.cli" in _a or b"pytest" in _a for _a in _args)):
             print("LEAK: grader command line", _data[:300])
 import attention_book
 _repo = pathlib.Path(attention_book.__file__).resolve().parents[2]
