@@ -126,8 +126,7 @@ def wait_until_settled(page) -> None:
     read). A condition in the page, not Playwright's "networkidle": that lifecycle event is
     Chromium's guess that no request is in flight, and on a loaded two-core machine it once never
     came within WAIT_MS on a page that had finished loading (CI, 2026-11-27)."""
-    page.wait_for_function(SETTLED_JS)
-    page.evaluate("() => document.fonts.ready.then(() => true)")
+    page.wait_for_function(SETTLED_JS)  # fonts "loaded": document.fonts.ready has resolved
 
 
 # --------------------------------------------------------------------------- site checks
